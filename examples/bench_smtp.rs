@@ -1,0 +1,212 @@
+//! Inbound SMTP throughput: 8 concurrent clients over raw TCP deliver N
+//! messages to the real listener, which parses, threads, indexes and stores
+//! each one (with its `mail.received` event and contacts) before answering 250.
+//!
+//! ```text
+//! cargo run --release --example bench_smtp -- [N] [DATABASE_URL]
+//! ```
+//!
+//! N defaults to 4000; the database defaults to a fresh SQLite file in the
+//! temporary directory (pass a `postgres://…/db` URL of an empty database to
+//! measure PostgreSQL). Every fourth message starts a conversation; the others
+//! reply to it, half through In-Reply-To and half through the subject alone.
+
+use std::time::Instant;
+
+use pigeonhole::core::mailboxes::{self, Mailbox};
+use pigeonhole::smtp::{self, SmtpConfig};
+use pigeonhole::sql;
+use pigeonhole::store::{Db, RowExt};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+const CLIENTS: usize = 8;
+const PER_THREAD: usize = 4;
+
+async fn reply(rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> anyhow::Result<u16> {
+    loop {
+        let mut line = String::new();
+        if rd.read_line(&mut line).await? == 0 {
+            anyhow::bail!("server closed the connection");
+        }
+        if line.as_bytes().get(3) == Some(&b'-') {
+            continue;
+        }
+        return Ok(line.get(..3).and_then(|c| c.parse().ok()).unwrap_or(0));
+    }
+}
+
+async fn expect(
+    rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    want: u16,
+) -> anyhow::Result<()> {
+    let got = reply(rd).await?;
+    anyhow::ensure!(got == want, "expected {want}, got {got}");
+    Ok(())
+}
+
+fn message(client: usize, i: usize) -> (String, String) {
+    let conversation = i / PER_THREAD;
+    let position = i % PER_THREAD;
+    let id = format!("<bench-{client}-{i}@sender.test>");
+    let topic = format!("Topic {client}-{conversation}");
+    let (subject, threading) = match position {
+        0 => (topic, String::new()),
+        p if p % 2 == 1 => (
+            format!("Re: {topic}"),
+            format!(
+                "In-Reply-To: <bench-{client}-{}@sender.test>\r\nReferences: <bench-{client}-{}@sender.test>\r\n",
+                i - 1,
+                conversation * PER_THREAD
+            ),
+        ),
+        _ => (format!("RE: {topic}"), String::new()),
+    };
+    let body = "The quick brown fox jumps over the lazy dog. ".repeat(40);
+    let raw = format!(
+        "From: Sender {client} <sender{client}@sender.test>\r\nTo: inbox@bench.test\r\nCc: other{client}@sender.test\r\n\
+         Subject: {subject}\r\nMessage-ID: {id}\r\n{threading}Date: Sun, 22 Nov 2026 10:00:00 +0000\r\n\
+         Content-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n"
+    );
+    (id, raw)
+}
+
+async fn client(addr: std::net::SocketAddr, client: usize, count: usize) -> anyhow::Result<usize> {
+    let (r, mut w) = TcpStream::connect(addr).await?.into_split();
+    let mut rd = BufReader::new(r);
+    expect(&mut rd, 220).await?;
+    w.write_all(b"EHLO bench.client\r\n").await?;
+    expect(&mut rd, 250).await?;
+    let mut accepted = 0;
+    for i in 0..count {
+        let (_, raw) = message(client, i);
+        // PIPELINING: the envelope in one write.
+        w.write_all(
+            format!(
+                "MAIL FROM:<sender{client}@sender.test> SIZE={}\r\nRCPT TO:<inbox@bench.test>\r\nDATA\r\n",
+                raw.len()
+            )
+            .as_bytes(),
+        )
+        .await?;
+        expect(&mut rd, 250).await?;
+        expect(&mut rd, 250).await?;
+        expect(&mut rd, 354).await?;
+        w.write_all(raw.as_bytes()).await?;
+        w.write_all(b".\r\n").await?;
+        if reply(&mut rd).await? == 250 {
+            accepted += 1;
+        }
+    }
+    w.write_all(b"QUIT\r\n").await?;
+    expect(&mut rd, 221).await?;
+    Ok(accepted)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let total: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(4000);
+    let url = match args.get(2) {
+        Some(u) => u.clone(),
+        None => {
+            let path = std::env::temp_dir().join(format!(
+                "pigeonhole-bench-{}.db",
+                pigeonhole::ids::random_token(8)
+            ));
+            format!("sqlite://{}", path.display())
+        }
+    };
+    let db = Db::connect(&url).await?;
+    let now = pigeonhole::clock::now_micros();
+    sql!(
+        "INSERT INTO domains (id, name, region, status, sending_enabled, dkim_status, dkim_origin, \
+         dkim_tokens, mail_from_domain, mail_from_status, spf_verified, dmarc_verified, \
+         inherited_from, auto_create_mailboxes, imported, last_checked_at, created_at) \
+         VALUES ($1, 'bench.test', 'us-east-1', 'verified', 1, 'SUCCESS', 'AWS_SES', '[]', \
+         'mail.bench.test', 'SUCCESS', 1, 1, NULL, 0, 0, $2, $2)",
+        "dom_bench",
+        now
+    )
+    .execute(db.writer())
+    .await?;
+    let mut tx = db.begin().await?;
+    mailboxes::insert(
+        &mut tx,
+        &Mailbox {
+            id: "mbx_bench".into(),
+            address: "inbox@bench.test".into(),
+            domain: "bench.test".into(),
+            domain_id: "dom_bench".into(),
+            display_name: "Bench".into(),
+            signature: None,
+            is_catch_all: false,
+            is_default: true,
+            color: mailboxes::DEFAULT_COLOR.into(),
+            created_at: now,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(smtp::run(
+        listener,
+        db.clone(),
+        SmtpConfig {
+            hostname: "bench.mx".into(),
+            ..SmtpConfig::default()
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+
+    let per_client = total.div_ceil(CLIENTS);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let count = per_client.min(total.saturating_sub(c * per_client));
+        tasks.push(tokio::spawn(client(addr, c, count)));
+    }
+    let mut accepted = 0;
+    for t in tasks {
+        accepted += t.await??;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let _ = stop_tx.send(());
+    let _ = server.await;
+
+    let stored = sql!("SELECT COUNT(*) AS n FROM messages WHERE direction = 'inbound'")
+        .fetch_one(db.reader())
+        .await?
+        .int("n")?;
+    let threads = sql!("SELECT COUNT(*) AS n FROM threads")
+        .fetch_one(db.reader())
+        .await?
+        .int("n")?;
+    let events = sql!("SELECT COUNT(*) AS n FROM events WHERE type = 'mail.received'")
+        .fetch_one(db.reader())
+        .await?
+        .int("n")?;
+    let expected_threads: usize = (0..CLIENTS)
+        .map(|c| {
+            per_client
+                .min(total.saturating_sub(c * per_client))
+                .div_ceil(PER_THREAD)
+        })
+        .sum();
+    println!(
+        "backend: {:?}\nclients: {CLIENTS}\nmessages accepted: {accepted}/{total} in {elapsed:.2} s = {:.0} msg/s\n\
+         stored: {stored}, mail.received events: {events}, threads: {threads} (expected {expected_threads})",
+        db.backend(),
+        accepted as f64 / elapsed,
+    );
+    anyhow::ensure!(
+        stored as usize == accepted && threads as usize == expected_threads,
+        "stored or threaded wrongly"
+    );
+    Ok(())
+}

@@ -1,0 +1,375 @@
+//! `/emails`: sending (single and batch, idempotent), the sent-mail list,
+//! single reads and attachment downloads.
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::api::extract::{Auth, Params, parse_json};
+use crate::app::AppState;
+use crate::auth::{ApiKey, Scope};
+use crate::core::idempotency::{self, Begin};
+use crate::core::messages::{self, COLUMNS, Message};
+use crate::core::search;
+use crate::core::sending::{self, SendBody};
+use crate::core::validate;
+use crate::error::{ApiError, ApiResult, Problems};
+use crate::store::Sql;
+
+pub const MAX_BATCH: usize = 100;
+const STATUSES: &[&str] = &[
+    "queued",
+    "sent",
+    "delivered",
+    "bounced",
+    "complained",
+    "rejected",
+    "delayed",
+    "failed",
+];
+
+/// Runs `work` under the request's `Idempotency-Key`, if any: a repeat of the
+/// same request replays the stored reply byte for byte, a different request
+/// with the same key is 409, and only successful replies are stored.
+async fn idempotent<F, Fut>(
+    state: &AppState,
+    key: &ApiKey,
+    endpoint: &str,
+    headers: &HeaderMap,
+    request: &Value,
+    work: F,
+) -> Result<Response, ApiError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(StatusCode, Value), ApiError>>,
+{
+    let idem_key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => {
+            let k = v
+                .to_str()
+                .map_err(|_| ApiError::invalid("Idempotency-Key", "must be visible ASCII"))?
+                .trim()
+                .to_string();
+            if k.is_empty() || k.len() > 255 {
+                return Err(ApiError::invalid(
+                    "Idempotency-Key",
+                    "must be 1 to 255 characters",
+                ));
+            }
+            Some(k)
+        }
+    };
+    let Some(idem_key) = idem_key else {
+        let (status, body) = work().await?;
+        return Ok((status, Json(body)).into_response());
+    };
+    let fp = idempotency::fingerprint(request);
+    match idempotency::begin(&state.db, &key.id, endpoint, &idem_key, &fp).await? {
+        Begin::Proceed => {}
+        Begin::Replay { status, body } => {
+            let mut resp = Response::new(Body::from(body));
+            *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            let h = resp.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            h.insert("idempotency-replayed", HeaderValue::from_static("true"));
+            return Ok(resp);
+        }
+        Begin::Mismatch => {
+            return Err(ApiError::conflict(
+                "this Idempotency-Key was already used with a different request",
+            ));
+        }
+        Begin::InFlight => {
+            return Err(ApiError::Conflict {
+                message:
+                    "a request with this Idempotency-Key is still being processed; retry shortly"
+                        .into(),
+                retry_after: Some(1),
+            });
+        }
+    }
+    match work().await {
+        Ok((status, body)) => {
+            let text = body.to_string();
+            idempotency::finish(
+                &state.db,
+                &key.id,
+                endpoint,
+                &idem_key,
+                status.as_u16(),
+                &text,
+            )
+            .await?;
+            let mut resp = Response::new(Body::from(text));
+            *resp.status_mut() = status;
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            Ok(resp)
+        }
+        Err(e) => {
+            // Failed requests are not stored: the same key may be retried.
+            if let Err(db) = idempotency::abandon(&state.db, &key.id, endpoint, &idem_key).await {
+                tracing::warn!(error = %db, "could not release an idempotency key");
+            }
+            Err(e)
+        }
+    }
+}
+
+fn parse_send(value: Value) -> Result<SendBody, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        ApiError::invalid(
+            if path == "." { "body".into() } else { path },
+            e.into_inner().to_string(),
+        )
+    })
+}
+
+pub async fn send(
+    State(s): State<AppState>,
+    Auth(key): Auth,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    key.require(Scope::EmailsSend)?;
+    let request: Value = parse_json(&body)?;
+    idempotent(&s, &key, "POST /emails", &headers, &request, || async {
+        let input = sending::validate(parse_send(request.clone())?)?;
+        let outcome = sending::send(&s, &key, input).await?;
+        Ok((StatusCode::ACCEPTED, outcome.to_json()))
+    })
+    .await
+}
+
+pub async fn batch(
+    State(s): State<AppState>,
+    Auth(key): Auth,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    key.require(Scope::EmailsSend)?;
+    let request: Value = parse_json(&body)?;
+    let items = match &request {
+        Value::Array(a) => a.clone(),
+        Value::Object(o) => match o.get("emails") {
+            Some(Value::Array(a)) => a.clone(),
+            _ => {
+                return Err(ApiError::invalid(
+                    "emails",
+                    "expected an array of emails, or {\"emails\": [...]}",
+                ));
+            }
+        },
+        _ => {
+            return Err(ApiError::invalid(
+                "body",
+                "expected an array of emails, or {\"emails\": [...]}",
+            ));
+        }
+    };
+    if items.is_empty() {
+        return Err(ApiError::invalid(
+            "emails",
+            "at least one email is required",
+        ));
+    }
+    if items.len() > MAX_BATCH {
+        return Err(ApiError::invalid(
+            "emails",
+            format!("at most {MAX_BATCH} emails per batch"),
+        ));
+    }
+    idempotent(&s, &key, "POST /emails/batch", &headers, &request, || async {
+        let mut results = Vec::with_capacity(items.len());
+        let (mut sent, mut failed) = (0, 0);
+        for (index, item) in items.into_iter().enumerate() {
+            let outcome = match parse_send(item).and_then(sending::validate) {
+                Ok(input) => sending::send(&s, &key, input).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(o) => {
+                    sent += 1;
+                    results.push(json!({"index": index, "ok": true, "id": o.message.id, "thread_id": o.message.thread_id}));
+                }
+                Err(e) => {
+                    failed += 1;
+                    if let ApiError::Internal(inner) = &e {
+                        tracing::error!(error = format!("{inner:#}"), index, "batch item failed");
+                    }
+                    let message = match &e {
+                        ApiError::Internal(_) => "the server failed to handle this email".to_string(),
+                        other => other.to_string(),
+                    };
+                    results.push(json!({"index": index, "ok": false, "error": message, "status": e.status().as_u16()}));
+                }
+            }
+        }
+        let status = if failed == 0 { StatusCode::ACCEPTED } else { StatusCode::MULTI_STATUS };
+        Ok((status, json!({"object": "batch", "sent": sent, "failed": failed, "data": results})))
+    })
+    .await
+}
+
+pub async fn list(
+    State(s): State<AppState>,
+    Auth(key): Auth,
+    params: Params,
+) -> ApiResult<Json<Value>> {
+    key.require(Scope::EmailsRead)?;
+    let mut p = Problems::new();
+    let page = s.cursors.page(&params, &mut p);
+    let mut q = Sql::new(&format!(
+        "SELECT {COLUMNS} FROM messages m WHERE m.direction = 'outbound' AND m.is_draft = 0"
+    ));
+    key.reach
+        .filter_address_columns(&mut q, "m.mailbox", "m.domain");
+    if let Some(raw) = params.text("status") {
+        let list: Vec<String> = raw
+            .split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect();
+        match list.iter().find(|x| !STATUSES.contains(&x.as_str())) {
+            Some(bad) => p.add(
+                "status",
+                format!("unknown status {bad:?}; one of {}", STATUSES.join(", ")),
+            ),
+            None if !list.is_empty() => {
+                q.push(" AND m.status IN ");
+                q.bind_list(&list);
+            }
+            None => {}
+        }
+    }
+    if let Some(from) = params.text("from") {
+        q.push(" AND m.from_address = ")
+            .bind(from.trim().to_lowercase());
+    }
+    if let Some(to) = params.text("to") {
+        q.push(" AND EXISTS (SELECT 1 FROM message_recipients r WHERE r.message_id = m.id AND r.address = ")
+            .bind(to.trim().to_lowercase())
+            .push(")");
+    }
+    if let Some(subject) = params.text("subject") {
+        q.push(" AND ");
+        s.db.push_contains(&mut q, "m.subject", subject);
+    }
+    if let Some(text) = params.text("q") {
+        search::push_match(&mut q, s.db.backend(), "m", text);
+    }
+    match params.flag(&mut p, "opened") {
+        Some(true) => {
+            q.push(" AND m.opened_at IS NOT NULL");
+        }
+        Some(false) => {
+            q.push(" AND m.opened_at IS NULL");
+        }
+        None => {}
+    }
+    if let Some(k) = params.text("api_key_id") {
+        q.push(" AND m.api_key_id = ").bind(k);
+    }
+    if let Some(t) = params.instant(&mut p, "since") {
+        q.push(" AND m.created_at >= ").bind(t);
+    }
+    if let Some(t) = params.instant(&mut p, "until") {
+        q.push(" AND m.created_at <= ").bind(t);
+    }
+    push_mailbox_filters(
+        &params,
+        &mut p,
+        &mut q,
+        "m.mailbox_id",
+        "m.mailbox",
+        "m.domain",
+    );
+    p.finish()?;
+    page.push(&mut q, "m.created_at", "m.id");
+    let rows = q.fetch_all(s.db.reader()).await?;
+    let mut items = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let m = Message::from_row(r)?;
+        items.push((m.created_at, m.id.clone(), m.summary_json()));
+    }
+    Ok(Json(page.envelope(&s.cursors, items)))
+}
+
+/// `mailbox_id`, `mailbox` and `domain` filters shared by mail lists.
+pub fn push_mailbox_filters(
+    params: &Params,
+    p: &mut Problems,
+    q: &mut Sql,
+    id_col: &str,
+    address_col: &str,
+    domain_col: &str,
+) {
+    if let Some(id) = params.text("mailbox_id") {
+        q.push(&format!(" AND {id_col} = ")).bind(id);
+    }
+    if let Some(addr) = params.text("mailbox") {
+        match validate::address(addr) {
+            Ok(a) => {
+                q.push(&format!(" AND {address_col} = ")).bind(a);
+            }
+            Err(e) => p.add("mailbox", e),
+        }
+    }
+    if let Some(d) = params.text("domain") {
+        q.push(&format!(" AND {domain_col} = "))
+            .bind(d.trim().to_ascii_lowercase());
+    }
+}
+
+pub async fn get(
+    State(s): State<AppState>,
+    Auth(key): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    key.require(Scope::EmailsRead)?;
+    let m = messages::get(&s.db, &key.reach, &id)
+        .await?
+        .ok_or(ApiError::NotFound("email"))?;
+    Ok(Json(messages::full_json(&s.db, &m).await?))
+}
+
+/// The bytes of one attachment, with its type and file name.
+pub async fn attachment(
+    State(s): State<AppState>,
+    Auth(key): Auth,
+    Path((id, attachment_id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    key.require(Scope::EmailsRead)?;
+    let m = messages::get(&s.db, &key.reach, &id)
+        .await?
+        .ok_or(ApiError::NotFound("email"))?;
+    let (a, bytes) = messages::attachment_content(&s.db, &m.id, &attachment_id)
+        .await?
+        .ok_or(ApiError::NotFound("attachment"))?;
+    let disposition = format!(
+        "{}; filename=\"{}\"",
+        if a.inline { "inline" } else { "attachment" },
+        a.filename.replace(['"', '\\'], "_")
+    );
+    let mut resp = Response::new(Body::from(bytes));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(&a.content_type)
+            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+    );
+    if let Ok(v) = HeaderValue::from_str(&disposition) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(resp)
+}

@@ -1,0 +1,132 @@
+//! Request extractors that turn every malformed input into the spec's errors.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::auth::ApiKey;
+use crate::error::{ApiError, Problems};
+
+/// JSON body. Syntax errors, wrong types and unknown enum values are 422 with
+/// `param` naming the path of the bad field; a body over the limit is 413.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e: BytesRejection| {
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge
+                } else {
+                    ApiError::invalid("body", format!("the request body could not be read: {e}"))
+                }
+            })?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::invalid("body", "a JSON body is required"));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let param = if path == "." || path.is_empty() || inner.is_syntax() || inner.is_eof() {
+            "body".to_string()
+        } else {
+            path
+        };
+        let message = if inner.is_syntax() || inner.is_eof() {
+            format!("malformed JSON: {inner}")
+        } else {
+            inner.to_string()
+        };
+        ApiError::invalid(param, message)
+    })?;
+    de.end()
+        .map_err(|e| ApiError::invalid("body", format!("malformed JSON: {e}")))?;
+    Ok(value)
+}
+
+/// Query parameters as text, read field by field with precise errors.
+pub struct Params(pub HashMap<String, String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let q = parts.uri.query().unwrap_or("");
+        let mut map = HashMap::new();
+        for (k, v) in url::form_urlencoded::parse(q.as_bytes()) {
+            map.insert(k.into_owned(), v.into_owned());
+        }
+        Ok(Params(map))
+    }
+}
+
+impl Params {
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.0
+            .get(name)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
+    pub fn flag(&self, problems: &mut Problems, name: &str) -> Option<bool> {
+        match self.text(name)? {
+            "true" | "1" => Some(true),
+            "false" | "0" => Some(false),
+            other => {
+                problems.add(name, format!("expected true or false, got {other:?}"));
+                None
+            }
+        }
+    }
+
+    pub fn instant(&self, problems: &mut Problems, name: &str) -> Option<i64> {
+        let raw = self.text(name)?;
+        let t = crate::clock::parse_instant(raw);
+        if t.is_none() {
+            problems.add(
+                name,
+                format!("expected a date (2026-11-22) or an ISO 8601 timestamp, got {raw:?}"),
+            );
+        }
+        t
+    }
+}
+
+/// The authenticated key, put in place by the auth middleware.
+pub struct Auth(pub ApiKey);
+
+impl<S: Send + Sync> FromRequestParts<S> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<ApiKey>()
+            .cloned()
+            .map(Auth)
+            .ok_or(ApiError::Unauthorized)
+    }
+}
+
+/// Double option for PATCH fields where `null` means "clear".
+pub fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    serde::Deserialize::deserialize(d).map(Some)
+}

@@ -1,0 +1,127 @@
+//! The HTTP skin: routing, extraction and JSON shaping. Rules live in `core`.
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
+use axum::routing::{delete, get, post};
+
+use crate::app::AppState;
+
+pub mod auth_layer;
+pub mod contacts;
+pub mod domains;
+pub mod drafts;
+pub mod emails;
+pub mod extract;
+pub mod labels;
+pub mod mailboxes;
+pub mod messages;
+pub mod metrics;
+pub mod openapi;
+pub mod ops;
+pub mod pagination;
+pub mod rate_limit;
+pub mod sns;
+pub mod suppressions;
+pub mod threads;
+pub mod tracking;
+pub mod webhooks;
+
+/// Spec §8: request bodies up to 30 MB.
+pub const BODY_LIMIT: usize = 30 * 1024 * 1024;
+
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/me", get(ops::me))
+        .route("/provider", get(tracking::provider))
+        .route("/emails", get(emails::list).post(emails::send))
+        .route("/emails/batch", post(emails::batch))
+        .route("/emails/{id}", get(emails::get))
+        .route(
+            "/emails/{id}/attachments/{attachment_id}",
+            get(emails::attachment),
+        )
+        .route(
+            "/suppressions",
+            get(suppressions::list).post(suppressions::add),
+        )
+        .route("/suppressions/{id}", delete(suppressions::remove))
+        .route("/threads", get(threads::list))
+        .route(
+            "/threads/{id}",
+            get(threads::get)
+                .patch(threads::patch)
+                .delete(threads::delete),
+        )
+        .route("/threads/{id}/reply", post(threads::reply))
+        .route("/drafts", get(drafts::list).post(drafts::create))
+        .route(
+            "/drafts/{id}",
+            get(drafts::get)
+                .patch(drafts::update)
+                .delete(drafts::delete),
+        )
+        .route("/drafts/{id}/send", post(drafts::send))
+        .route("/contacts", get(contacts::list))
+        .route("/messages", get(messages::list))
+        .route("/messages/{id}", get(messages::get).patch(messages::patch))
+        .route("/messages/{id}/raw", get(messages::raw))
+        .route("/labels", get(labels::list).post(labels::create))
+        .route(
+            "/labels/{id}",
+            get(labels::get)
+                .patch(labels::update)
+                .delete(labels::delete),
+        )
+        .route("/domains", get(domains::list).post(domains::create))
+        .route(
+            "/domains/{id}",
+            get(domains::get)
+                .patch(domains::update)
+                .delete(domains::delete),
+        )
+        .route("/domains/{id}/verify", post(domains::verify))
+        .route("/mailboxes", get(mailboxes::list).post(mailboxes::create))
+        .route(
+            "/mailboxes/{id}",
+            get(mailboxes::get)
+                .patch(mailboxes::update)
+                .delete(mailboxes::delete),
+        )
+        .route("/webhooks", get(webhooks::list).post(webhooks::create))
+        .route(
+            "/webhooks/{id}",
+            get(webhooks::get)
+                .patch(webhooks::update)
+                .delete(webhooks::delete),
+        )
+        .route("/webhooks/{id}/ping", post(webhooks::ping))
+        .route("/webhook-deliveries", get(webhooks::list_deliveries))
+        .route("/webhook-deliveries/{id}", get(webhooks::get_delivery))
+        .route("/webhook-deliveries/{id}/replay", post(webhooks::replay))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth_layer::authenticate,
+        ));
+
+    Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .route("/t/o/{token}", get(tracking::open))
+        .route("/sns/ses", post(sns::receive))
+        .route("/api/v1/openapi.json", get(openapi::document))
+        .nest("/api/v1", api)
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}
+
+async fn not_found() -> crate::error::ApiError {
+    crate::error::ApiError::NotFound("route")
+}

@@ -1,0 +1,113 @@
+//! `POST /sns/ses`: Amazon SNS deliveries of SES events and inbound mail.
+//! No API key: the SNS signature, the certificate host and the topic
+//! allow-list (`PIGEONHOLE_SNS_TOPICS`) decide what is accepted.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::config::Environment;
+use crate::core::provider_events::{self, Ingested};
+use crate::error::{ApiError, ApiResult};
+use crate::provider::sns::{self, SesNotification, SnsKind};
+
+pub async fn receive(
+    State(s): State<AppState>,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let msg = match s.sns.verify(&body).await {
+        Ok(m) => m,
+        Err(e) if e.is_transient() => {
+            tracing::warn!(error = %e, "SNS certificate unavailable");
+            return Err(ApiError::Upstream {
+                status: 503,
+                message: "the SNS signing certificate could not be fetched; SNS will retry".into(),
+            });
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "refused an SNS message");
+            return Err(ApiError::Forbidden(format!("SNS message refused: {e}")));
+        }
+    };
+    match msg.kind {
+        SnsKind::SubscriptionConfirmation => {
+            let url = msg.subscribe_url.clone().unwrap_or_default();
+            // Outside production a local stand-in may confirm (tests); in
+            // production only a real SNS host is ever called.
+            let local_ok = s.config.env == Environment::Development
+                && url::Url::parse(&url).ok().is_some_and(|u| {
+                    matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"))
+                });
+            if !(sns::is_sns_url(&url) || local_ok) {
+                return Err(ApiError::Forbidden(
+                    "SubscribeURL is not an SNS address".into(),
+                ));
+            }
+            confirm(&url).await?;
+            Ok((
+                StatusCode::OK,
+                Json(json!({"confirmed": true, "topic_arn": msg.topic_arn})),
+            ))
+        }
+        SnsKind::UnsubscribeConfirmation => Ok((StatusCode::OK, Json(json!({"ok": true})))),
+        SnsKind::Notification => {
+            match sns::parse_ses_notification(&msg.message) {
+                Ok(SesNotification::Event(mut ev)) => {
+                    ev.delivery_id = Some(msg.message_id.clone());
+                    match provider_events::ingest(&s.db, &ev).await? {
+                        Ingested::Applied => {}
+                        // The send may not be recorded yet: retry in-process.
+                        Ingested::UnknownMessage => {
+                            let _ = s.provider_events.send(ev);
+                        }
+                    }
+                }
+                Ok(SesNotification::Received {
+                    recipients,
+                    raw_mime,
+                }) => {
+                    crate::core::inbound_hook::received(&s, &raw_mime, &recipients).await?;
+                }
+                Ok(SesNotification::Ignored(why)) => {
+                    tracing::debug!(why, "SNS notification ignored");
+                }
+                Err(e) => {
+                    return Err(ApiError::invalid(
+                        "Message",
+                        format!("not an SES notification: {e}"),
+                    ));
+                }
+            }
+            Ok((StatusCode::OK, Json(json!({"ok": true}))))
+        }
+    }
+}
+
+async fn confirm(url: &str) -> Result<(), ApiError> {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|e| ApiError::Internal(e.into()))?;
+    let resp = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| ApiError::Upstream {
+            status: 502,
+            message: format!("confirming the SNS subscription failed: {e}"),
+        })?;
+    if !resp.status().is_success() {
+        return Err(ApiError::Upstream {
+            status: 502,
+            message: format!(
+                "confirming the SNS subscription failed: HTTP {}",
+                resp.status()
+            ),
+        });
+    }
+    Ok(())
+}

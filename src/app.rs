@@ -1,0 +1,179 @@
+//! The application: state built from a `Config`, served on a given listener,
+//! with graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::http::{HeaderName, Request};
+use tokio::net::TcpListener;
+use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::api;
+use crate::api::metrics::Metrics;
+use crate::api::pagination::CursorSigner;
+use crate::api::rate_limit::RateLimiter;
+use crate::config::{Config, ProviderKind};
+use crate::core::quota::QuotaGuard;
+use crate::dns::Dns;
+use crate::provider::ses::SesProvider;
+use crate::provider::simulator::Simulator;
+use crate::provider::sns::{HttpsCertFetcher, SnsVerifier};
+use crate::provider::{EventSink, Provider};
+use crate::sql;
+use crate::store::{Db, RowExt};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Db,
+    pub config: Arc<Config>,
+    pub provider: Arc<dyn Provider>,
+    pub dns: Arc<Dns>,
+    pub cursors: CursorSigner,
+    pub rate_limiter: Arc<RateLimiter>,
+    pub metrics: Arc<Metrics>,
+    pub quota: Arc<QuotaGuard>,
+    /// Verifies SNS deliveries at `/sns/ses` (SES events and inbound mail).
+    pub sns: Arc<SnsVerifier>,
+    /// Provider events waiting for ingestion (retried while their message is unknown).
+    pub provider_events: EventSink,
+    /// Webhook delivery engine (and the sender used by ping and replay).
+    pub webhooks: crate::webhooks::Webhooks,
+}
+
+impl AppState {
+    /// Connects to the database (migrating it) and builds every service.
+    pub async fn build(config: Config) -> anyhow::Result<AppState> {
+        let db = Db::connect(&config.database_url).await?;
+        let provider: Arc<dyn Provider> = match config.provider {
+            ProviderKind::Simulator => Arc::new(Simulator::new(config.simulator_outbox.clone())),
+            ProviderKind::Ses => Arc::new(
+                SesProvider::new(config.ses_region.clone(), config.ses_endpoint.clone()).await,
+            ),
+        };
+        AppState::with_provider(config, db, provider).await
+    }
+
+    pub async fn with_provider(
+        config: Config,
+        db: Db,
+        provider: Arc<dyn Provider>,
+    ) -> anyhow::Result<AppState> {
+        crate::init_tls();
+        let dns = Dns::new(config.dns_servers.as_deref())
+            .map_err(|e| anyhow::anyhow!("PIGEONHOLE_DNS_SERVERS: {e}"))?;
+        let cursor_key = shared_secret(&db, "cursor_key").await?;
+        let (sink, events) = tokio::sync::mpsc::unbounded_channel();
+        provider.attach_events(sink.clone());
+        let sns = SnsVerifier::new(
+            config.sns_topics.clone(),
+            Arc::new(HttpsCertFetcher::new().map_err(|e| anyhow::anyhow!("{e}"))?),
+        );
+        tokio::spawn(crate::workers::provider_events(db.clone(), events));
+        tokio::spawn(crate::workers::purge_idempotency_keys(db.clone()));
+        let dns = Arc::new(dns);
+        let webhooks = crate::webhooks::Webhooks::start(db.clone(), &config, dns.clone());
+        Ok(AppState {
+            db,
+            config: Arc::new(config),
+            provider,
+            dns,
+            cursors: CursorSigner::new(cursor_key),
+            rate_limiter: Arc::new(RateLimiter::default()),
+            metrics: Arc::new(Metrics::default()),
+            quota: Arc::new(QuotaGuard::default()),
+            sns: Arc::new(sns),
+            provider_events: sink,
+            webhooks,
+        })
+    }
+}
+
+/// A random secret stored once in the database, so every process of one
+/// deployment uses the same one.
+async fn shared_secret(db: &Db, name: &str) -> anyhow::Result<Vec<u8>> {
+    let fresh = crate::ids::random_token(43);
+    sql!(
+        "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+        name,
+        fresh
+    )
+    .execute(db.writer())
+    .await?;
+    let row = sql!("SELECT value FROM settings WHERE key = $1", name)
+        .fetch_one(db.writer())
+        .await?;
+    Ok(row.text("value")?.into_bytes())
+}
+
+/// The HTTP application with its cross-cutting layers.
+pub fn http_app(state: AppState) -> axum::Router {
+    let request_id = HeaderName::from_static("x-request-id");
+    api::router(state)
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                let id = req
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuidLike))
+}
+
+#[derive(Clone, Copy)]
+struct MakeRequestUuidLike;
+
+impl tower_http::request_id::MakeRequestId for MakeRequestUuidLike {
+    fn make_request_id<B>(&mut self, _: &Request<B>) -> Option<tower_http::request_id::RequestId> {
+        let id = crate::ids::new_id("req");
+        axum::http::HeaderValue::from_str(&id)
+            .ok()
+            .map(tower_http::request_id::RequestId::new)
+    }
+}
+
+/// Serves until `shutdown` resolves; in-flight requests finish first.
+pub async fn serve(
+    state: AppState,
+    listener: TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let webhooks = state.webhooks.clone();
+    let app = http_app(state);
+    let served = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await;
+    // Then webhook delivery: no new claims, attempts in flight finish and are recorded.
+    webhooks.shutdown().await;
+    served?;
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

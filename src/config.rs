@@ -1,0 +1,407 @@
+//! One typed configuration, read from the environment (and optionally a TOML
+//! file with the same keys), validated once at start.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Environment {
+    Development,
+    Production,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    Simulator,
+    Ses,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub database_url: String,
+    pub env: Environment,
+    pub provider: ProviderKind,
+    pub smtp_listen: Option<SocketAddr>,
+    /// PEM certificate chain and key offered through STARTTLS (both or neither).
+    pub smtp_tls_cert: Option<std::path::PathBuf>,
+    pub smtp_tls_key: Option<std::path::PathBuf>,
+    pub public_url: String,
+    pub open_tracking: bool,
+    pub simulator_outbox: Option<std::path::PathBuf>,
+    pub dns_servers: Option<Vec<SocketAddr>>,
+    pub webhook_retry_delays: Vec<Duration>,
+    pub webhook_timeout: Duration,
+    pub rate_limit: u32,
+    pub ses_region: Option<String>,
+    pub ses_endpoint: Option<String>,
+    /// SNS topic ARNs whose notifications are accepted at `/sns/ses`.
+    pub sns_topics: Vec<String>,
+}
+
+/// A bad setting: names the variable and says what is wrong, in one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{var}: {message}")]
+pub struct ConfigError {
+    pub var: String,
+    pub message: String,
+}
+
+fn bad(var: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        var: var.to_string(),
+        message: message.into(),
+    }
+}
+
+const VARS: &[&str] = &[
+    "PIGEONHOLE_LISTEN",
+    "PIGEONHOLE_DATABASE_URL",
+    "PIGEONHOLE_ENV",
+    "PIGEONHOLE_PROVIDER",
+    "PIGEONHOLE_SMTP_LISTEN",
+    "PIGEONHOLE_SMTP_TLS_CERT",
+    "PIGEONHOLE_SMTP_TLS_KEY",
+    "PIGEONHOLE_PUBLIC_URL",
+    "PIGEONHOLE_OPEN_TRACKING",
+    "PIGEONHOLE_SIMULATOR_OUTBOX",
+    "PIGEONHOLE_DNS_SERVERS",
+    "PIGEONHOLE_WEBHOOK_RETRY_DELAYS",
+    "PIGEONHOLE_WEBHOOK_TIMEOUT",
+    "PIGEONHOLE_RATE_LIMIT",
+    "PIGEONHOLE_SES_REGION",
+    "PIGEONHOLE_SES_ENDPOINT",
+    "PIGEONHOLE_SNS_TOPICS",
+];
+
+impl Config {
+    /// Reads the process environment, over the optional TOML file. The file may
+    /// use the variable names or their short forms (`listen`, `database_url`, …).
+    pub fn load(file: Option<&std::path::Path>) -> Result<Config, ConfigError> {
+        let mut values: HashMap<String, String> = HashMap::new();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| bad("--config", format!("cannot read {}: {e}", path.display())))?;
+            values.extend(parse_toml(&text)?);
+        }
+        for var in VARS {
+            if let Ok(v) = std::env::var(var) {
+                values.insert((*var).to_string(), v);
+            }
+        }
+        Config::from_map(&values)
+    }
+
+    /// Builds a configuration from `PIGEONHOLE_*` names to raw values; absent means default.
+    pub fn from_map(values: &HashMap<String, String>) -> Result<Config, ConfigError> {
+        let get = |k: &str| values.get(k).map(|s| s.trim().to_string());
+
+        let listen_var = "PIGEONHOLE_LISTEN";
+        let listen = parse_addr(
+            listen_var,
+            &get(listen_var).unwrap_or("127.0.0.1:8080".into()),
+        )?;
+
+        let database_url =
+            get("PIGEONHOLE_DATABASE_URL").unwrap_or("sqlite://pigeonhole.db".into());
+        if !(database_url.starts_with("sqlite:")
+            || database_url.starts_with("postgres://")
+            || database_url.starts_with("postgresql://"))
+        {
+            return Err(bad(
+                "PIGEONHOLE_DATABASE_URL",
+                format!("expected sqlite://PATH or postgres://…, got {database_url:?}"),
+            ));
+        }
+
+        let env = match get("PIGEONHOLE_ENV").as_deref().unwrap_or("development") {
+            "development" => Environment::Development,
+            "production" => Environment::Production,
+            other => {
+                return Err(bad(
+                    "PIGEONHOLE_ENV",
+                    format!("expected development or production, got {other:?}"),
+                ));
+            }
+        };
+
+        let provider = match get("PIGEONHOLE_PROVIDER").as_deref().unwrap_or("simulator") {
+            "simulator" => ProviderKind::Simulator,
+            "ses" => ProviderKind::Ses,
+            other => {
+                return Err(bad(
+                    "PIGEONHOLE_PROVIDER",
+                    format!("expected simulator or ses, got {other:?}"),
+                ));
+            }
+        };
+
+        let smtp_var = "PIGEONHOLE_SMTP_LISTEN";
+        let smtp_listen = match get(smtp_var) {
+            None => Some(parse_addr(smtp_var, "127.0.0.1:2525")?),
+            Some(s) if s.is_empty() => None,
+            Some(s) => Some(parse_addr(smtp_var, &s)?),
+        };
+
+        let smtp_tls_cert = get("PIGEONHOLE_SMTP_TLS_CERT")
+            .filter(|s| !s.is_empty())
+            .map(std::path::PathBuf::from);
+        let smtp_tls_key = get("PIGEONHOLE_SMTP_TLS_KEY")
+            .filter(|s| !s.is_empty())
+            .map(std::path::PathBuf::from);
+        match (&smtp_tls_cert, &smtp_tls_key) {
+            (Some(_), None) => {
+                return Err(bad(
+                    "PIGEONHOLE_SMTP_TLS_KEY",
+                    "is required when PIGEONHOLE_SMTP_TLS_CERT is set",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(bad(
+                    "PIGEONHOLE_SMTP_TLS_CERT",
+                    "is required when PIGEONHOLE_SMTP_TLS_KEY is set",
+                ));
+            }
+            _ => {}
+        }
+
+        let public_url = match get("PIGEONHOLE_PUBLIC_URL") {
+            Some(u) if !u.is_empty() => {
+                let parsed = url::Url::parse(&u)
+                    .map_err(|e| bad("PIGEONHOLE_PUBLIC_URL", format!("not a URL: {e}")))?;
+                if !matches!(parsed.scheme(), "http" | "https") {
+                    return Err(bad("PIGEONHOLE_PUBLIC_URL", "must be http or https"));
+                }
+                u.trim_end_matches('/').to_string()
+            }
+            _ => format!("http://{listen}"),
+        };
+
+        let open_tracking = parse_bool(
+            "PIGEONHOLE_OPEN_TRACKING",
+            get("PIGEONHOLE_OPEN_TRACKING").as_deref().unwrap_or("true"),
+        )?;
+
+        let simulator_outbox = get("PIGEONHOLE_SIMULATOR_OUTBOX")
+            .filter(|s| !s.is_empty())
+            .map(std::path::PathBuf::from);
+
+        let dns_var = "PIGEONHOLE_DNS_SERVERS";
+        let dns_servers = match get(dns_var) {
+            Some(s) if !s.is_empty() => Some(
+                s.split(',')
+                    .map(|part| parse_addr(dns_var, part.trim()))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            _ => None,
+        };
+
+        let delays_var = "PIGEONHOLE_WEBHOOK_RETRY_DELAYS";
+        let webhook_retry_delays = get(delays_var)
+            .unwrap_or("0,2,10,30".into())
+            .split(',')
+            .map(|part| parse_seconds(delays_var, part.trim()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if webhook_retry_delays.len() != 4 {
+            return Err(bad(
+                delays_var,
+                "expected four comma-separated delays (attempts 1 to 4)",
+            ));
+        }
+
+        let timeout_var = "PIGEONHOLE_WEBHOOK_TIMEOUT";
+        let webhook_timeout = parse_seconds(timeout_var, &get(timeout_var).unwrap_or("10".into()))?;
+        if webhook_timeout.is_zero() {
+            return Err(bad(timeout_var, "must be more than zero"));
+        }
+
+        let rate_var = "PIGEONHOLE_RATE_LIMIT";
+        let rate_limit: u32 = get(rate_var)
+            .unwrap_or("300".into())
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                bad(
+                    rate_var,
+                    "expected a whole number of calls per minute above zero",
+                )
+            })?;
+
+        let ses_region = get("PIGEONHOLE_SES_REGION").filter(|s| !s.is_empty());
+        let ses_endpoint = get("PIGEONHOLE_SES_ENDPOINT").filter(|s| !s.is_empty());
+        if let Some(e) = &ses_endpoint {
+            url::Url::parse(e)
+                .map_err(|err| bad("PIGEONHOLE_SES_ENDPOINT", format!("not a URL: {err}")))?;
+        }
+
+        let sns_topics: Vec<String> = get("PIGEONHOLE_SNS_TOPICS")
+            .unwrap_or_default()
+            .split(',')
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+        if let Some(arn) = sns_topics.iter().find(|t| !t.starts_with("arn:")) {
+            return Err(bad(
+                "PIGEONHOLE_SNS_TOPICS",
+                format!("{arn:?} is not a topic ARN"),
+            ));
+        }
+
+        Ok(Config {
+            listen,
+            database_url,
+            env,
+            provider,
+            smtp_listen,
+            smtp_tls_cert,
+            smtp_tls_key,
+            public_url,
+            open_tracking,
+            simulator_outbox,
+            dns_servers,
+            webhook_retry_delays,
+            webhook_timeout,
+            rate_limit,
+            ses_region,
+            ses_endpoint,
+            sns_topics,
+        })
+    }
+}
+
+fn parse_addr(var: &str, s: &str) -> Result<SocketAddr, ConfigError> {
+    s.parse()
+        .map_err(|_| bad(var, format!("expected ip:port, got {s:?}")))
+}
+
+fn parse_bool(var: &str, s: &str) -> Result<bool, ConfigError> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(bad(var, format!("expected true or false, got {s:?}"))),
+    }
+}
+
+fn parse_seconds(var: &str, s: &str) -> Result<Duration, ConfigError> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            bad(
+                var,
+                format!("expected seconds (0 to 86400, decimals allowed), got {s:?}"),
+            )
+        })
+}
+
+/// Accepts `PIGEONHOLE_LISTEN = "…"` or `listen = "…"`; numbers and booleans
+/// are taken as their text.
+fn parse_toml(text: &str) -> Result<HashMap<String, String>, ConfigError> {
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| bad("--config", format!("invalid TOML: {e}")))?;
+    let mut out = HashMap::new();
+    for (key, value) in table {
+        let var = if key.starts_with("PIGEONHOLE_") {
+            key.clone()
+        } else {
+            format!("PIGEONHOLE_{}", key.to_ascii_uppercase())
+        };
+        if !VARS.contains(&var.as_str()) {
+            return Err(bad("--config", format!("unknown setting {key:?}")));
+        }
+        let s = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Array(items) => items
+                .iter()
+                .map(|v| match v {
+                    toml::Value::String(s) => Ok(s.clone()),
+                    toml::Value::Integer(i) => Ok(i.to_string()),
+                    toml::Value::Float(f) => Ok(f.to_string()),
+                    _ => Err(bad("--config", format!("{key}: unsupported list item"))),
+                })
+                .collect::<Result<Vec<_>, _>>()?
+                .join(","),
+            _ => return Err(bad("--config", format!("{key}: unsupported value"))),
+        };
+        out.insert(var, s);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_match_the_contract() {
+        let c = Config::from_map(&HashMap::new()).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.database_url, "sqlite://pigeonhole.db");
+        assert_eq!(c.env, Environment::Development);
+        assert_eq!(c.provider, ProviderKind::Simulator);
+        assert_eq!(c.smtp_listen.unwrap().to_string(), "127.0.0.1:2525");
+        assert_eq!(c.public_url, "http://127.0.0.1:8080");
+        assert!(c.open_tracking);
+        assert_eq!(c.webhook_retry_delays.len(), 4);
+        assert_eq!(c.webhook_retry_delays[3], Duration::from_secs(30));
+        assert_eq!(c.webhook_timeout, Duration::from_secs(10));
+        assert_eq!(c.rate_limit, 300);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        for (var, value) in [
+            ("PIGEONHOLE_LISTEN", "nowhere"),
+            ("PIGEONHOLE_DATABASE_URL", "mysql://x"),
+            ("PIGEONHOLE_ENV", "staging"),
+            ("PIGEONHOLE_PROVIDER", "sendgrid"),
+            ("PIGEONHOLE_OPEN_TRACKING", "maybe"),
+            ("PIGEONHOLE_WEBHOOK_RETRY_DELAYS", "0,1"),
+            ("PIGEONHOLE_WEBHOOK_RETRY_DELAYS", "0,a,1,2"),
+            ("PIGEONHOLE_WEBHOOK_TIMEOUT", "-1"),
+            ("PIGEONHOLE_RATE_LIMIT", "0"),
+            ("PIGEONHOLE_DNS_SERVERS", "1.1.1.1"),
+            ("PIGEONHOLE_PUBLIC_URL", "ftp://x"),
+        ] {
+            let err = Config::from_map(&map(&[(var, value)])).unwrap_err();
+            assert_eq!(err.var, var, "{value}");
+            assert!(err.to_string().starts_with(var));
+        }
+    }
+
+    #[test]
+    fn empty_smtp_listen_disables_it_and_decimals_are_allowed() {
+        let c = Config::from_map(&map(&[
+            ("PIGEONHOLE_SMTP_LISTEN", ""),
+            ("PIGEONHOLE_WEBHOOK_RETRY_DELAYS", "0,0.05,0.1,0.2"),
+            ("PIGEONHOLE_DNS_SERVERS", "127.0.0.1:53,[::1]:5353"),
+        ]))
+        .unwrap();
+        assert!(c.smtp_listen.is_none());
+        assert_eq!(c.webhook_retry_delays[1], Duration::from_millis(50));
+        assert_eq!(c.dns_servers.unwrap().len(), 2);
+    }
+
+    #[test]
+    fn toml_file_keys_are_accepted() {
+        let m = parse_toml("listen = \"0.0.0.0:9000\"\nrate_limit = 5\n").unwrap();
+        let c = Config::from_map(&m).unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.rate_limit, 5);
+        assert!(parse_toml("bogus = 1").is_err());
+    }
+}

@@ -1,0 +1,289 @@
+//! Drafts: outbound messages not yet sent. They live in a thread (folder
+//! `drafts`), are excluded from `/emails`, stay put when the thread moves,
+//! and sending one turns it into a sent message in the same thread.
+
+use serde_json::Value;
+
+use crate::app::AppState;
+use crate::auth::{ApiKey, address_domain};
+use crate::clock;
+use crate::core::mailboxes;
+use crate::core::messages::{self, COLUMNS, Message};
+use crate::core::sending::{self, SendInput};
+use crate::core::threads::{self, ThreadContribution, format_folders, parse_folders};
+use crate::error::ApiError;
+use crate::ids;
+use crate::mime::compose::Named;
+use crate::sql;
+use crate::store::{RowExt, Sql};
+
+/// A draft's editable content, validated.
+#[derive(Debug, Clone, Default)]
+pub struct DraftContent {
+    pub to: Vec<Named>,
+    pub cc: Vec<Named>,
+    pub bcc: Vec<Named>,
+    pub subject: String,
+    pub text: String,
+    pub html: String,
+}
+
+fn addrs(list: &[Named]) -> String {
+    serde_json::to_string(&list.iter().map(|(_, a)| a.clone()).collect::<Vec<_>>())
+        .unwrap_or_else(|_| "[]".into())
+}
+
+pub async fn get(state: &AppState, key: &ApiKey, id: &str) -> Result<Message, ApiError> {
+    let m = messages::get(&state.db, &key.reach, id)
+        .await?
+        .filter(|m| m.is_draft);
+    m.ok_or(ApiError::NotFound("draft"))
+}
+
+/// Creates a draft from `from` (a mailbox the key holds), in `thread_id` or a new thread.
+pub async fn create(
+    state: &AppState,
+    key: &ApiKey,
+    from: &str,
+    thread_id: Option<&str>,
+    c: DraftContent,
+) -> Result<Message, ApiError> {
+    let mailbox = mailboxes::get(&state.db, &key.reach, from)
+        .await?
+        .ok_or_else(|| {
+            ApiError::invalid("from", format!("no mailbox {from} that this key reaches"))
+        })?;
+    let mut tx = state.db.begin().await?;
+    let existing = match thread_id {
+        Some(tid) => {
+            let row = sql!("SELECT mailbox_id FROM threads WHERE id = $1", tid)
+                .fetch_optional(&mut *tx)
+                .await?;
+            match row {
+                Some(r) if r.text("mailbox_id")? == mailbox.id => Some(tid.to_string()),
+                _ => {
+                    return Err(ApiError::invalid(
+                        "thread_id",
+                        format!("no thread {tid} in the mailbox of {from}"),
+                    ));
+                }
+            }
+        }
+        None => None,
+    };
+    let now = clock::now_micros();
+    let thread_id = threads::add_message(
+        &mut tx,
+        state.db.backend(),
+        existing.as_deref(),
+        &ThreadContribution {
+            mailbox_id: &mailbox.id,
+            mailbox: &mailbox.address,
+            domain: &mailbox.domain,
+            subject: &c.subject,
+            snippet_source: &c.text,
+            folder: "drafts",
+            participants: vec![(None, mailbox.address.clone())],
+            unread: false,
+            has_attachments: false,
+            at: now,
+        },
+    )
+    .await?;
+    let id = ids::new_id("msg");
+    let message_id = format!(
+        "<{}@{}>",
+        ids::random_token(24),
+        address_domain(&mailbox.address)
+    );
+    sql!(
+        "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder, \
+         message_id, from_address, to_addresses, cc_addresses, bcc_addresses, subject, text_body, \
+         html_body, search_body, headers, status, open_count, is_read, is_starred, has_attachments, \
+         api_key_id, created_at) VALUES ($1, $2, $3, $4, $5, 'outbound', 1, 'drafts', $6, $7, $8, $9, \
+         $10, $11, $12, $13, $14, '{}', 'draft', 0, 1, 0, 0, $15, $16)",
+        &id,
+        &thread_id,
+        &mailbox.id,
+        &mailbox.address,
+        &mailbox.domain,
+        &message_id,
+        &mailbox.address,
+        addrs(&c.to),
+        addrs(&c.cc),
+        addrs(&c.bcc),
+        &c.subject,
+        &c.text,
+        &c.html,
+        &c.text,
+        key.id.clone(),
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    get(state, key, &id).await
+}
+
+pub async fn update(
+    state: &AppState,
+    key: &ApiKey,
+    id: &str,
+    c: DraftContent,
+) -> Result<Message, ApiError> {
+    let d = get(state, key, id).await?;
+    sql!(
+        "UPDATE messages SET to_addresses = $1, cc_addresses = $2, bcc_addresses = $3, subject = $4, \
+         text_body = $5, html_body = $6, search_body = $7 WHERE id = $8 AND is_draft = 1",
+        addrs(&c.to),
+        addrs(&c.cc),
+        addrs(&c.bcc),
+        &c.subject,
+        &c.text,
+        &c.html,
+        &c.text,
+        &d.id
+    )
+    .execute(state.db.writer())
+    .await?;
+    get(state, key, id).await
+}
+
+/// The draft's current content, for a partial update.
+pub fn content_of(d: &Message) -> DraftContent {
+    let named = |v: &[String]| v.iter().map(|a| (None, a.clone())).collect();
+    DraftContent {
+        to: named(&d.to),
+        cc: named(&d.cc),
+        bcc: named(&d.bcc),
+        subject: d.subject.clone(),
+        text: d.text.clone(),
+        html: d.html.clone(),
+    }
+}
+
+/// Removes a draft row and its trace in the thread.
+async fn remove(state: &AppState, d: &Message) -> Result<(), sqlx::Error> {
+    let mut tx = state.db.begin().await?;
+    sql!("DELETE FROM messages WHERE id = $1 AND is_draft = 1", &d.id)
+        .execute(&mut *tx)
+        .await?;
+    let remaining = sql!(
+        "SELECT COUNT(*) AS n FROM messages WHERE thread_id = $1",
+        &d.thread_id
+    )
+    .fetch_one(&mut *tx)
+    .await?
+    .int("n")?;
+    if remaining == 0 {
+        sql!("DELETE FROM threads WHERE id = $1", &d.thread_id)
+            .execute(&mut *tx)
+            .await?;
+    } else {
+        let drafts_left = sql!(
+            "SELECT COUNT(*) AS n FROM messages WHERE is_draft = 1 AND thread_id = $1",
+            &d.thread_id
+        )
+        .fetch_one(&mut *tx)
+        .await?
+        .int("n")?;
+        let row = sql!("SELECT folders FROM threads WHERE id = $1", &d.thread_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let mut folders = parse_folders(&row.text("folders")?);
+        if drafts_left == 0 {
+            folders.retain(|f| f != "drafts");
+        }
+        Sql::new("UPDATE threads SET message_count = ")
+            .bind(remaining)
+            .push(", folders = ")
+            .bind(format_folders(&folders))
+            .push(" WHERE id = ")
+            .bind(&d.thread_id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await
+}
+
+pub async fn delete(state: &AppState, key: &ApiKey, id: &str) -> Result<Message, ApiError> {
+    let d = get(state, key, id).await?;
+    remove(state, &d).await?;
+    Ok(d)
+}
+
+/// Sends the draft through the one sending path, into its thread; the draft
+/// is gone once the send is recorded. A failed send keeps the draft.
+pub async fn send(
+    state: &AppState,
+    key: &ApiKey,
+    id: &str,
+) -> Result<sending::SendOutcome, ApiError> {
+    let d = get(state, key, id).await?;
+    let named = |v: &[String]| v.iter().map(|a| (None, a.clone())).collect::<Vec<_>>();
+    if d.to.is_empty() && d.cc.is_empty() && d.bcc.is_empty() {
+        return Err(ApiError::invalid("to", "the draft has no recipient"));
+    }
+    if d.text.is_empty() && d.html.is_empty() {
+        return Err(ApiError::invalid("text", "the draft has no body"));
+    }
+    let mailbox_name = mailboxes::by_address(&state.db, &d.from_address)
+        .await?
+        .map(|m| m.display_name)
+        .filter(|n| !n.is_empty());
+    let input = SendInput {
+        from: (mailbox_name, d.from_address.clone()),
+        to: named(&d.to),
+        cc: named(&d.cc),
+        bcc: named(&d.bcc),
+        reply_to: None,
+        subject: d.subject.clone(),
+        text: (!d.text.is_empty()).then(|| d.text.clone()),
+        html: (!d.html.is_empty()).then(|| d.html.clone()),
+        headers: Vec::new(),
+        thread_id: Some(d.thread_id.clone()),
+        in_reply_to: d.in_reply_to.clone(),
+        references: Vec::new(),
+        attachments: Vec::new(),
+    };
+    let outcome = sending::send(state, key, input).await?;
+    remove(state, &d).await?;
+    Ok(outcome)
+}
+
+/// Draft JSON: the message shape with bodies.
+pub fn to_json(d: &Message) -> Value {
+    let mut v = d.summary_json();
+    v["text"] = Value::String(d.text.clone());
+    v["html"] = Value::String(d.html.clone());
+    v
+}
+
+/// Loads drafts for a list (newest first), within the reach.
+pub async fn list(
+    state: &AppState,
+    key: &ApiKey,
+    page: &crate::api::pagination::Page,
+    mailbox: Option<&str>,
+) -> Result<Vec<(i64, String, Value)>, sqlx::Error> {
+    let mut q = Sql::new(&format!(
+        "SELECT {COLUMNS} FROM messages m WHERE m.is_draft = 1"
+    ));
+    key.reach
+        .filter_address_columns(&mut q, "m.mailbox", "m.domain");
+    if let Some(mb) = mailbox {
+        q.push(" AND (m.mailbox = ")
+            .bind(mb.to_lowercase())
+            .push(" OR m.mailbox_id = ")
+            .bind(mb)
+            .push(")");
+    }
+    page.push(&mut q, "m.created_at", "m.id");
+    let rows = q.fetch_all(state.db.reader()).await?;
+    rows.iter()
+        .map(|r| {
+            let m = Message::from_row(r)?;
+            Ok((m.created_at, m.id.clone(), to_json(&m)))
+        })
+        .collect()
+}

@@ -1,0 +1,52 @@
+//! The event outbox. Every state change writes its events here, in the same
+//! transaction as the change; webhook delivery reads only this table.
+
+use serde_json::{Value, json};
+
+use crate::clock;
+use crate::ids;
+use crate::sql;
+use crate::store::Tx;
+
+/// Every event name the service emits. A webhook subscribed to `*` gets all of
+/// them, including ones added later.
+pub const EVENT_TYPES: &[&str] = &[
+    "email.sent",
+    "email.delivered",
+    "email.bounced",
+    "email.complained",
+    "email.rejected",
+    "email.delayed",
+    "email.failed",
+    "email.opened",
+    "email.clicked",
+    "mail.received",
+    "thread.updated",
+    "domain.verified",
+    "domain.failed",
+    "webhook.test",
+];
+
+/// Writes one event into the outbox within `tx`. `mailbox_id` lets webhooks
+/// restricted to a mailbox match it. Returns the event id.
+pub async fn emit(
+    tx: &mut Tx,
+    event_type: &str,
+    mailbox_id: Option<&str>,
+    data: Value,
+) -> Result<String, sqlx::Error> {
+    let id = ids::new_id("evt");
+    let now = clock::now_micros();
+    let payload = json!({ "type": event_type, "created_at": clock::iso(now), "data": data });
+    sql!(
+        "INSERT INTO events (id, type, mailbox_id, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
+        &id,
+        event_type,
+        mailbox_id,
+        payload.to_string(),
+        now
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(id)
+}

@@ -1,0 +1,944 @@
+//! Inbound mail: the one ingestion path for everything that arrives (the SMTP
+//! listener and SES receipt notifications via SNS).
+//!
+//! [`accepts_recipient`] decides at RCPT time whether an address is ours;
+//! [`ingest`] parses the MIME once, resolves the envelope recipients to local
+//! mailboxes and stores one copy per mailbox (threaded, indexed, with its
+//! `mail.received` event and contact updates) in ONE transaction: the caller
+//! may acknowledge the message as soon as `ingest` returns `Ok`.
+
+use std::borrow::Cow;
+
+use mail_parser::{Address, HeaderValue, MessageParser, MimeHeaders, PartType};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::auth::address_domain;
+use crate::clock;
+use crate::core::domains;
+use crate::core::events;
+use crate::core::mailboxes;
+use crate::core::messages::Message;
+use crate::core::search;
+use crate::core::threads::{self, ThreadContribution};
+use crate::core::validate;
+use crate::ids;
+use crate::mime::compose;
+use crate::sql;
+use crate::store::{Db, RowExt, Sql, Tx, is_unique_violation};
+
+/// A reply whose subject matches joins a thread only if that thread saw mail
+/// within this window.
+pub const SUBJECT_THREAD_WINDOW_MICROS: i64 = 30 * 24 * 3600 * 1_000_000;
+/// References looked at for threading (the newest ones, at the end of the header).
+const MAX_REFERENCES: usize = 50;
+/// Addresses kept per recipient field; a hostile header cannot make a message
+/// cost thousands of rows.
+const MAX_ADDRESSES_PER_FIELD: usize = 200;
+/// Contacts touched per stored message (sender first).
+const MAX_CONTACTS: usize = 50;
+/// Header fields kept in the `headers` JSON (the raw MIME keeps them all).
+const MAX_HEADERS: usize = 1000;
+/// Participants one message adds to its thread.
+const MAX_THREAD_PARTICIPANTS: usize = 20;
+/// Attempts of the storing transaction when a concurrent delivery of the same
+/// Message-ID wins the race for the unique index.
+const STORE_ATTEMPTS: usize = 3;
+
+/// A mailbox that mail can be stored in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MailboxRef {
+    pub id: String,
+    pub address: String,
+    pub domain: String,
+}
+
+/// Whether (and how) an address receives mail here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecipientDecision {
+    /// A mailbox has exactly this address.
+    Mailbox(MailboxRef),
+    /// No mailbox of that address; the domain's catch-all mailbox takes it.
+    CatchAll(MailboxRef),
+    /// No mailbox yet; the domain creates one on first mail.
+    AutoCreate { address: String, domain_id: String },
+    /// Not ours: SMTP answers 550.
+    Reject,
+}
+
+impl RecipientDecision {
+    pub fn accepted(&self) -> bool {
+        !matches!(self, RecipientDecision::Reject)
+    }
+}
+
+/// One copy of an ingested message, in one mailbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredInbound {
+    /// The stored message (`msg_…`); for a duplicate, the copy stored earlier.
+    pub id: String,
+    pub mailbox_id: String,
+    pub mailbox: String,
+    pub thread_id: String,
+    /// The RFC Message-ID, in angle brackets.
+    pub message_id: String,
+    /// True when this mailbox already held the Message-ID and nothing was stored.
+    pub duplicate: bool,
+}
+
+/// The bare, lower-case form of an envelope address (`<A@X.com>` → `a@x.com`),
+/// or `None` when it cannot be an address.
+pub fn normalize_recipient(raw: &str) -> Option<String> {
+    let s = raw.trim();
+    let s = s.strip_prefix('<').unwrap_or(s);
+    let s = s.strip_suffix('>').unwrap_or(s).trim();
+    let (local, domain) = s.rsplit_once('@')?;
+    let ok = !local.is_empty()
+        && !domain.is_empty()
+        && s.len() <= 254
+        && !s
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>' || c == ',');
+    ok.then(|| s.to_lowercase())
+}
+
+/// The RCPT-time decision for `address`: exact mailbox, else the domain's
+/// catch-all, else a (verified, or under a verified parent) domain with
+/// `auto_create_mailboxes`, else reject.
+pub async fn accepts_recipient(db: &Db, address: &str) -> Result<RecipientDecision, sqlx::Error> {
+    let Some(address) = normalize_recipient(address) else {
+        return Ok(RecipientDecision::Reject);
+    };
+    if let Some(m) = mailboxes::by_address(db, &address).await? {
+        return Ok(RecipientDecision::Mailbox(MailboxRef {
+            id: m.id,
+            address: m.address,
+            domain: m.domain,
+        }));
+    }
+    let domain = address_domain(&address).to_string();
+    let catch_all = sql!(
+        "SELECT id, address, domain FROM mailboxes WHERE domain = $1 AND is_catch_all = 1 \
+         ORDER BY created_at, id LIMIT 1",
+        &domain
+    )
+    .fetch_optional(db.reader())
+    .await?;
+    if let Some(r) = catch_all {
+        return Ok(RecipientDecision::CatchAll(MailboxRef {
+            id: r.text("id")?,
+            address: r.text("address")?,
+            domain: r.text("domain")?,
+        }));
+    }
+    // A mailbox is only made for an address the API would accept too.
+    if validate::address(&address).is_ok_and(|a| a == address)
+        && let Some(d) = domains::sending_domain_for(db, &domain).await?
+        && d.auto_create_mailboxes
+    {
+        return Ok(RecipientDecision::AutoCreate {
+            address,
+            domain_id: d.id,
+        });
+    }
+    Ok(RecipientDecision::Reject)
+}
+
+/// Where one envelope recipient's copy goes.
+#[derive(Debug, Clone)]
+enum Target {
+    Existing(MailboxRef),
+    Create { address: String, domain_id: String },
+}
+
+impl Target {
+    fn address(&self) -> &str {
+        match self {
+            Target::Existing(m) => &m.address,
+            Target::Create { address, .. } => address,
+        }
+    }
+}
+
+/// Stores `raw` once in every local mailbox the envelope recipients resolve
+/// to. Recipients that resolve to nothing are skipped; an empty result means
+/// no recipient was ours. Everything is written in one transaction.
+pub async fn ingest(
+    db: &Db,
+    raw: &[u8],
+    envelope_recipients: &[String],
+) -> Result<Vec<StoredInbound>, sqlx::Error> {
+    let mut targets: Vec<Target> = Vec::new();
+    for r in envelope_recipients {
+        let target = match accepts_recipient(db, r).await? {
+            RecipientDecision::Mailbox(m) | RecipientDecision::CatchAll(m) => Target::Existing(m),
+            RecipientDecision::AutoCreate { address, domain_id } => {
+                Target::Create { address, domain_id }
+            }
+            RecipientDecision::Reject => continue,
+        };
+        let dup = targets.iter().any(|t| match (t, &target) {
+            (Target::Existing(a), Target::Existing(b)) => a.id == b.id,
+            _ => t.address() == target.address(),
+        });
+        if !dup {
+            targets.push(target);
+        }
+    }
+    if targets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let parsed = parse(raw);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match store(db, &parsed, raw, &targets).await {
+            Err(e) if attempt < STORE_ATTEMPTS && is_unique_violation(&e) => {
+                tracing::debug!(error = %e, "inbound store raced a concurrent delivery; retrying");
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Finds or creates (first mail on an `auto_create_mailboxes` domain) the
+/// mailbox of `target`, inside the storing transaction.
+async fn mailbox_in(tx: &mut Tx, target: &Target) -> Result<MailboxRef, sqlx::Error> {
+    let (address, domain_id) = match target {
+        Target::Existing(m) => return Ok(m.clone()),
+        Target::Create { address, domain_id } => (address, domain_id),
+    };
+    sql!(
+        "INSERT INTO mailboxes (id, address, domain, domain_id, display_name, signature, \
+         is_catch_all, is_default, color, created_at) VALUES ($1, $2, $3, $4, '', NULL, 0, 0, $5, $6) \
+         ON CONFLICT (address) DO NOTHING",
+        ids::new_id("mbx"),
+        address,
+        address_domain(address),
+        domain_id,
+        mailboxes::DEFAULT_COLOR,
+        clock::now_micros()
+    )
+    .execute(&mut **tx)
+    .await?;
+    let r = sql!(
+        "SELECT id, address, domain FROM mailboxes WHERE address = $1",
+        address
+    )
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(MailboxRef {
+        id: r.text("id")?,
+        address: r.text("address")?,
+        domain: r.text("domain")?,
+    })
+}
+
+async fn store(
+    db: &Db,
+    p: &Parsed,
+    raw: &[u8],
+    targets: &[Target],
+) -> Result<Vec<StoredInbound>, sqlx::Error> {
+    let backend = db.backend();
+    let now = clock::now_micros();
+    let mut tx = db.begin().await?;
+    let mut out: Vec<StoredInbound> = Vec::new();
+    for target in targets {
+        let mb = mailbox_in(&mut tx, target).await?;
+        if out.iter().any(|s| s.mailbox_id == mb.id) {
+            continue;
+        }
+        let existing = sql!(
+            "SELECT id, thread_id FROM messages WHERE mailbox_id = $1 AND message_id = $2 \
+             AND direction = 'inbound'",
+            &mb.id,
+            &p.message_id
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(r) = existing {
+            out.push(StoredInbound {
+                id: r.text("id")?,
+                mailbox_id: mb.id.clone(),
+                mailbox: mb.address.clone(),
+                thread_id: r.text("thread_id")?,
+                message_id: p.message_id.clone(),
+                duplicate: true,
+            });
+            continue;
+        }
+
+        // Threading: our own Message-IDs (and SES's rewritten ones) first,
+        // then a recent thread with the same subject.
+        let mut refs: Vec<String> = p.references.clone();
+        refs.extend(p.in_reply_to.iter().cloned());
+        refs.push(p.message_id.clone());
+        refs.dedup();
+        let mut thread_id = threads::by_references(&mut tx, &mb.id, &refs).await?;
+        if thread_id.is_none() {
+            thread_id = by_subject(&mut tx, &mb.id, &p.subject, now).await?;
+        }
+        let mut participants: Vec<(Option<String>, String)> = Vec::new();
+        for (n, a) in std::iter::once(&p.from)
+            .chain(p.to.iter())
+            .chain(p.cc.iter())
+            .filter(|(_, a)| !a.is_empty())
+        {
+            if participants.len() < MAX_THREAD_PARTICIPANTS
+                && !participants.iter().any(|(_, x)| x == a)
+            {
+                participants.push((n.clone(), a.clone()));
+            }
+        }
+        let thread_id = threads::add_message(
+            &mut tx,
+            backend,
+            thread_id.as_deref(),
+            &ThreadContribution {
+                mailbox_id: &mb.id,
+                mailbox: &mb.address,
+                domain: &mb.domain,
+                subject: &p.subject,
+                snippet_source: &p.search_body,
+                folder: "inbox",
+                participants,
+                unread: true,
+                has_attachments: !p.attachments.is_empty(),
+                at: now,
+            },
+        )
+        .await?;
+
+        let message = Message {
+            id: ids::new_id("msg"),
+            thread_id: thread_id.clone(),
+            mailbox_id: mb.id.clone(),
+            mailbox: mb.address.clone(),
+            domain: mb.domain.clone(),
+            direction: "inbound".into(),
+            is_draft: false,
+            folder: "inbox".into(),
+            message_id: p.message_id.clone(),
+            provider_message_id: None,
+            from_address: p.from.1.clone(),
+            from_name: p.from.0.clone(),
+            to: addresses_of(&p.to),
+            cc: addresses_of(&p.cc),
+            bcc: addresses_of(&p.bcc),
+            reply_to: p.reply_to.clone(),
+            subject: p.subject.clone(),
+            text: p.text.clone(),
+            html: p.html.clone(),
+            headers: p.headers.clone(),
+            in_reply_to: p.in_reply_to.clone(),
+            references: (!p.references.is_empty()).then(|| p.references.join(" ")),
+            status: "received".into(),
+            error: None,
+            opened_at: None,
+            open_count: 0,
+            is_read: false,
+            is_starred: false,
+            has_attachments: !p.attachments.is_empty(),
+            api_key_id: None,
+            created_at: now,
+            sent_at: None,
+            received_at: Some(now),
+        };
+        insert_message(&mut tx, &message, &p.search_body, raw).await?;
+        // One statement for all recipients (each statement is a round trip).
+        let mut q = Sql::new("INSERT INTO message_recipients (message_id, kind, address) VALUES ");
+        let mut rows = 0;
+        for (kind, list) in [("to", &p.to), ("cc", &p.cc), ("bcc", &p.bcc)] {
+            for (_, addr) in list {
+                if rows > 0 {
+                    q.push(", ");
+                }
+                q.push("(")
+                    .bind(&message.id)
+                    .push(", ")
+                    .bind(kind)
+                    .push(", ")
+                    .bind(addr)
+                    .push(")");
+                rows += 1;
+            }
+        }
+        if rows > 0 {
+            q.execute(&mut *tx).await?;
+        }
+        for a in &p.attachments {
+            sql!(
+                "INSERT INTO attachments (id, message_id, filename, content_type, size, content_id, inline, content) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                ids::new_id("att"),
+                &message.id,
+                &a.filename,
+                &a.content_type,
+                a.content.len() as i64,
+                a.content_id.clone(),
+                a.inline,
+                a.content.clone()
+            )
+            .execute(&mut *tx)
+            .await?;
+        }
+        search::index_message(&mut tx, backend, &message.id, &p.subject, &p.search_body).await?;
+        touch_contacts(&mut tx, &mb, p, now).await?;
+        events::emit(
+            &mut tx,
+            "mail.received",
+            Some(&mb.id),
+            json!({ "email": message.summary_json(), "received_at": clock::iso(now) }),
+        )
+        .await?;
+        out.push(StoredInbound {
+            id: message.id,
+            mailbox_id: mb.id,
+            mailbox: mb.address,
+            thread_id,
+            message_id: p.message_id.clone(),
+            duplicate: false,
+        });
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+fn addresses_of(list: &[(Option<String>, String)]) -> Vec<String> {
+    list.iter().map(|(_, a)| a.clone()).collect()
+}
+
+/// The most recent thread of the mailbox with the same subject key, if it saw
+/// mail within the window. An empty subject never matches.
+async fn by_subject(
+    tx: &mut Tx,
+    mailbox_id: &str,
+    subject: &str,
+    now: i64,
+) -> Result<Option<String>, sqlx::Error> {
+    let key = threads::subject_key(subject);
+    if key.is_empty() {
+        return Ok(None);
+    }
+    sql!(
+        "SELECT id FROM threads WHERE mailbox_id = $1 AND normalized_subject = $2 \
+         AND last_message_at >= $3 ORDER BY last_message_at DESC, id DESC LIMIT 1",
+        mailbox_id,
+        key,
+        now - SUBJECT_THREAD_WINDOW_MICROS
+    )
+    .fetch_optional(&mut **tx)
+    .await?
+    .map(|r| r.text("id"))
+    .transpose()
+}
+
+async fn insert_message(
+    tx: &mut Tx,
+    m: &Message,
+    search_body: &str,
+    raw: &[u8],
+) -> Result<(), sqlx::Error> {
+    sql!(
+        "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder, \
+         message_id, from_address, from_name, to_addresses, cc_addresses, bcc_addresses, reply_to, \
+         subject, text_body, html_body, search_body, headers, in_reply_to, references_header, status, \
+         open_count, is_read, is_starred, has_attachments, raw, created_at, received_at) \
+         VALUES ($1, $2, $3, $4, $5, 'inbound', 0, 'inbox', $6, $7, $8, $9, $10, $11, $12, $13, $14, \
+         $15, $16, $17, $18, $19, 'received', 0, 0, 0, $20, $21, $22, $22)",
+        &m.id,
+        &m.thread_id,
+        &m.mailbox_id,
+        &m.mailbox,
+        &m.domain,
+        &m.message_id,
+        &m.from_address,
+        m.from_name.clone(),
+        serde_json::to_string(&m.to).unwrap_or_else(|_| "[]".into()),
+        serde_json::to_string(&m.cc).unwrap_or_else(|_| "[]".into()),
+        serde_json::to_string(&m.bcc).unwrap_or_else(|_| "[]".into()),
+        m.reply_to.clone(),
+        &m.subject,
+        &m.text,
+        &m.html,
+        search_body,
+        m.headers.to_string(),
+        m.in_reply_to.clone(),
+        m.references.clone(),
+        m.has_attachments,
+        raw.to_vec(),
+        m.created_at
+    )
+    .execute(&mut **tx)
+    .await
+    .map(|_| ())
+}
+
+/// Counts the sender and the other people on the message as contacts of the
+/// mailbox (never the mailbox itself).
+async fn touch_contacts(
+    tx: &mut Tx,
+    mb: &MailboxRef,
+    p: &Parsed,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    let mut seen: Vec<(&Option<String>, &str)> = Vec::new();
+    for (name, address) in std::iter::once(&p.from)
+        .chain(p.to.iter())
+        .chain(p.cc.iter())
+    {
+        if address.is_empty()
+            || *address == mb.address
+            || seen.iter().any(|(_, a)| *a == address.as_str())
+        {
+            continue;
+        }
+        if seen.len() >= MAX_CONTACTS {
+            break;
+        }
+        seen.push((name, address));
+    }
+    if seen.is_empty() {
+        return Ok(());
+    }
+    // One multi-row upsert; the addresses are distinct, as both dialects need.
+    let mut q = Sql::new(
+        "INSERT INTO contacts (id, mailbox_id, mailbox, domain, address, name, message_count, \
+         first_seen_at, last_seen_at) VALUES ",
+    );
+    for (i, (name, address)) in seen.iter().enumerate() {
+        if i > 0 {
+            q.push(", ");
+        }
+        q.push("(")
+            .bind(ids::new_id("con"))
+            .push(", ")
+            .bind(&mb.id)
+            .push(", ")
+            .bind(&mb.address)
+            .push(", ")
+            .bind(&mb.domain)
+            .push(", ")
+            .bind(*address)
+            .push(", ")
+            .bind((*name).clone())
+            .push(", 1, ")
+            .bind(now)
+            .push(", ")
+            .bind(now)
+            .push(")");
+    }
+    q.push(
+        " ON CONFLICT (mailbox_id, address) DO UPDATE SET \
+         message_count = contacts.message_count + 1, \
+         last_seen_at = CASE WHEN excluded.last_seen_at > contacts.last_seen_at \
+             THEN excluded.last_seen_at ELSE contacts.last_seen_at END, \
+         name = COALESCE(excluded.name, contacts.name)",
+    );
+    q.execute(&mut **tx).await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Parsing
+// ---------------------------------------------------------------------------
+
+/// One attachment (or inline part) of a received message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedAttachment {
+    pub filename: String,
+    pub content_type: String,
+    /// Without angle brackets.
+    pub content_id: Option<String>,
+    pub inline: bool,
+    pub content: Vec<u8>,
+}
+
+/// What the service keeps of a received message, parsed once for every
+/// mailbox it goes to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// In angle brackets; generated from the content when the message has none.
+    pub message_id: String,
+    pub from: (Option<String>, String),
+    pub to: Vec<(Option<String>, String)>,
+    pub cc: Vec<(Option<String>, String)>,
+    pub bcc: Vec<(Option<String>, String)>,
+    pub reply_to: Option<String>,
+    pub subject: String,
+    pub text: String,
+    pub html: String,
+    /// Text the full-text index and the snippet use.
+    pub search_body: String,
+    /// Header name → value (unfolded, as received); a repeated header → array.
+    pub headers: Value,
+    pub in_reply_to: Option<String>,
+    pub references: Vec<String>,
+    pub attachments: Vec<ParsedAttachment>,
+}
+
+/// Parses MIME as far as it goes. Never panics: input mail-parser cannot
+/// read at all is kept as text with a generated Message-ID.
+pub fn parse(raw: &[u8]) -> Parsed {
+    std::panic::catch_unwind(|| parse_mime(raw))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| unparsed(raw))
+}
+
+fn unparsed(raw: &[u8]) -> Parsed {
+    let text: String = String::from_utf8_lossy(raw)
+        .chars()
+        .take(1_000_000)
+        .collect();
+    Parsed {
+        message_id: generated_message_id(raw),
+        from: (None, String::new()),
+        to: Vec::new(),
+        cc: Vec::new(),
+        bcc: Vec::new(),
+        reply_to: None,
+        subject: String::new(),
+        search_body: text.clone(),
+        text,
+        html: String::new(),
+        headers: Value::Object(Map::new()),
+        in_reply_to: None,
+        references: Vec::new(),
+        attachments: Vec::new(),
+    }
+}
+
+/// A stable Message-ID for a message without one, so that the same bytes
+/// delivered twice are still stored once.
+fn generated_message_id(raw: &[u8]) -> String {
+    let digest = Sha256::digest(raw);
+    format!(
+        "<{}@generated.pigeonhole.invalid>",
+        hex::encode(&digest[..16])
+    )
+}
+
+/// `<id>` from a Message-ID-like value, or `None` if it cannot be one.
+fn bracketed(raw: &str) -> Option<String> {
+    let inner = raw
+        .trim()
+        .trim_start_matches('<')
+        .trim_end_matches('>')
+        .trim();
+    (!inner.is_empty()
+        && inner.len() <= 900
+        && !inner
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>'))
+    .then(|| format!("<{inner}>"))
+}
+
+fn id_list(v: &HeaderValue<'_>) -> Vec<String> {
+    match v {
+        HeaderValue::Text(t) => t.split_whitespace().filter_map(bracketed).collect(),
+        HeaderValue::TextList(list) => list
+            .iter()
+            .flat_map(|t| t.split_whitespace())
+            .filter_map(bracketed)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+fn named(addr: &mail_parser::Addr<'_>) -> Option<(Option<String>, String)> {
+    let address = addr.address.as_deref().map(one_line)?.to_lowercase();
+    if address.is_empty() {
+        return None;
+    }
+    let name = addr.name.as_deref().map(one_line).filter(|n| !n.is_empty());
+    Some((name, address))
+}
+
+fn address_list<'a, 'x: 'a>(
+    values: impl Iterator<Item = &'a Address<'x>>,
+) -> Vec<(Option<String>, String)> {
+    let mut out: Vec<(Option<String>, String)> = Vec::new();
+    for list in values {
+        for a in list.iter() {
+            if out.len() >= MAX_ADDRESSES_PER_FIELD {
+                return out;
+            }
+            if let Some(n) = named(a)
+                && !out.iter().any(|(_, x)| *x == n.1)
+            {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+/// Header values as received, unfolded; names keep the case of their first
+/// occurrence, and a repeated header becomes an array.
+fn headers_json(msg: &mail_parser::Message<'_>) -> Value {
+    let mut map: Map<String, Value> = Map::new();
+    // Lower-case name → the key used in `map`.
+    let mut keys: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    for (name, value) in msg.headers_raw().take(MAX_HEADERS) {
+        let unfolded = value
+            .split(['\r', '\n'])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let existing = keys
+            .get(&name.to_ascii_lowercase())
+            .and_then(|k| map.get_mut(k));
+        match existing {
+            Some(Value::Array(list)) => list.push(Value::String(unfolded)),
+            Some(v) => {
+                let first = v.take();
+                *v = Value::Array(vec![first, Value::String(unfolded)]);
+            }
+            None => {
+                keys.insert(name.to_ascii_lowercase(), name.to_string());
+                map.insert(name.to_string(), Value::String(unfolded));
+            }
+        }
+    }
+    Value::Object(map)
+}
+
+fn safe_filename(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_control() || c == '/' || c == '\\' {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let trimmed = cleaned.trim().trim_start_matches('.');
+    trimmed.chars().take(255).collect()
+}
+
+fn parse_mime(raw: &[u8]) -> Option<Parsed> {
+    let msg = MessageParser::default().parse(raw)?;
+    msg.parts.first()?;
+
+    let message_id = msg
+        .message_id()
+        .and_then(bracketed)
+        .unwrap_or_else(|| generated_message_id(raw));
+    let from = msg
+        .from()
+        .and_then(|a| a.iter().find_map(named))
+        .or_else(|| {
+            msg.return_address()
+                .map(|a| (None, one_line(a).to_lowercase()))
+        })
+        .unwrap_or((None, String::new()));
+    let to = address_list(msg.all_to());
+    let cc = address_list(msg.all_cc());
+    let bcc = address_list(msg.all_bcc());
+    let reply_to = msg
+        .reply_to()
+        .and_then(|a| a.iter().find_map(named))
+        .map(|(_, a)| a);
+    let subject = msg.subject().map(one_line).unwrap_or_default();
+
+    let part_text = |ids: &[u32], want_html: bool| -> String {
+        ids.iter()
+            .filter_map(|i| msg.parts.get(*i as usize))
+            .filter_map(|p| match (&p.body, want_html) {
+                (PartType::Text(t), false) | (PartType::Html(t), true) => Some(t.as_ref()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let html = part_text(&msg.html_body, true);
+    let mut text = part_text(&msg.text_body, false);
+    if text.is_empty() && !html.is_empty() {
+        text = compose::html_to_text(&html);
+    }
+    let search_body = text.clone();
+
+    let in_reply_to = id_list(msg.in_reply_to()).into_iter().next_back();
+    let mut references = id_list(msg.references());
+    if references.len() > MAX_REFERENCES {
+        references.drain(..references.len() - MAX_REFERENCES);
+    }
+
+    let mut attachments = Vec::new();
+    for (n, part) in msg.attachments().enumerate() {
+        let content: Cow<'_, [u8]> = Cow::Borrowed(part.contents());
+        let content_type = part
+            .content_type()
+            .map(|ct| {
+                format!("{}/{}", ct.ctype(), ct.subtype().unwrap_or("octet-stream"))
+                    .to_ascii_lowercase()
+            })
+            .unwrap_or_else(|| match &part.body {
+                PartType::Message(_) => "message/rfc822".into(),
+                PartType::Text(_) => "text/plain".into(),
+                PartType::Html(_) => "text/html".into(),
+                _ => "application/octet-stream".into(),
+            });
+        let filename = part
+            .attachment_name()
+            .map(safe_filename)
+            .filter(|f| !f.is_empty())
+            .unwrap_or_else(|| match &part.body {
+                PartType::Message(_) => format!("message-{}.eml", n + 1),
+                _ => format!("attachment-{}", n + 1),
+            });
+        let content_id = part
+            .content_id()
+            .map(|c| {
+                c.trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .trim()
+            })
+            .filter(|c| !c.is_empty())
+            .map(one_line);
+        let explicit_attachment = part
+            .content_disposition()
+            .is_some_and(|cd| cd.is_attachment());
+        attachments.push(ParsedAttachment {
+            filename,
+            content_type,
+            inline: content_id.is_some() && !explicit_attachment,
+            content_id,
+            content: content.into_owned(),
+        });
+    }
+
+    Some(Parsed {
+        message_id,
+        from,
+        to,
+        cc,
+        bcc,
+        reply_to,
+        subject,
+        text,
+        html,
+        search_body,
+        headers: headers_json(&msg),
+        in_reply_to,
+        references,
+        attachments,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAIN: &str = "From: \"Ann Example\" <Ann@Example.org>\r\n\
+        To: inbox@ours.test, Bob <bob@else.test>\r\n\
+        Cc: carol@else.test\r\n\
+        Subject: Re: Hello there\r\n\
+        Message-ID: <abc@example.org>\r\n\
+        In-Reply-To: <sent-1@ours.test>\r\n\
+        References: <root@ours.test>\r\n <sent-1@ours.test>\r\n\
+        Received: from a\r\n\
+        Received: from b\r\n\
+        \r\n\
+        Hi!\r\n";
+
+    #[test]
+    fn parses_addresses_ids_and_headers() {
+        let p = parse(PLAIN.as_bytes());
+        assert_eq!(p.message_id, "<abc@example.org>");
+        assert_eq!(
+            p.from,
+            (Some("Ann Example".into()), "ann@example.org".into())
+        );
+        assert_eq!(
+            addresses_of(&p.to),
+            vec!["inbox@ours.test", "bob@else.test"]
+        );
+        assert_eq!(addresses_of(&p.cc), vec!["carol@else.test"]);
+        assert_eq!(p.subject, "Re: Hello there");
+        assert_eq!(p.in_reply_to.as_deref(), Some("<sent-1@ours.test>"));
+        assert_eq!(p.references, vec!["<root@ours.test>", "<sent-1@ours.test>"]);
+        assert_eq!(p.text.trim(), "Hi!");
+        assert_eq!(p.html, "");
+        assert_eq!(p.headers["Subject"], "Re: Hello there");
+        assert_eq!(
+            p.headers["References"],
+            "<root@ours.test> <sent-1@ours.test>"
+        );
+        assert_eq!(p.headers["Received"], json!(["from a", "from b"]));
+    }
+
+    #[test]
+    fn attachments_and_inline_parts() {
+        let raw = "From: a@x.test\r\nTo: b@y.test\r\nSubject: files\r\nMessage-ID: <m1@x.test>\r\n\
+            MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"OUT\"\r\n\r\n\
+            --OUT\r\nContent-Type: multipart/related; boundary=\"REL\"\r\n\r\n\
+            --REL\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>logo <img src=\"cid:logo@x\"></p>\r\n\
+            --REL\r\nContent-Type: image/png\r\nContent-ID: <logo@x>\r\nContent-Disposition: inline\r\n\
+            Content-Transfer-Encoding: base64\r\n\r\nAQID\r\n--REL--\r\n\
+            --OUT\r\nContent-Type: application/pdf; name=\"r.pdf\"\r\n\
+            Content-Disposition: attachment; filename=\"../r.pdf\"\r\nContent-Transfer-Encoding: base64\r\n\r\nBAUG\r\n\
+            --OUT--\r\n";
+        let p = parse(raw.as_bytes());
+        assert!(p.html.contains("cid:logo@x"), "{p:?}");
+        assert!(p.text.contains("logo"));
+        assert_eq!(p.attachments.len(), 2, "{:?}", p.attachments);
+        let png = p
+            .attachments
+            .iter()
+            .find(|a| a.content_type == "image/png")
+            .unwrap();
+        assert_eq!(png.content, vec![1, 2, 3]);
+        assert_eq!(png.content_id.as_deref(), Some("logo@x"));
+        assert!(png.inline);
+        let pdf = p
+            .attachments
+            .iter()
+            .find(|a| a.content_type == "application/pdf")
+            .unwrap();
+        assert_eq!(pdf.filename, "_r.pdf");
+        assert!(!pdf.inline);
+        assert_eq!(pdf.content, vec![4, 5, 6]);
+    }
+
+    #[test]
+    fn garbage_never_panics_and_gets_a_stable_id() {
+        for raw in [
+            &b""[..],
+            b"\xff\xfe\x00garbage",
+            b"no headers at all",
+            b"Content-Type: multipart/mixed; boundary=x\r\n\r\n--x\r\nContent-Type: multipart/mixed; boundary=x\r\n\r\n--x",
+            b"Subject: =?utf-8?B?////?=\r\nFrom: <<<@>>>\r\nMessage-ID: not an id\r\n\r\nbody",
+        ] {
+            let a = parse(raw);
+            let b = parse(raw);
+            assert_eq!(a.message_id, b.message_id);
+            assert!(a.message_id.starts_with('<') && a.message_id.ends_with('>'));
+        }
+    }
+
+    #[test]
+    fn recipients_are_normalized() {
+        assert_eq!(
+            normalize_recipient("<Inbox@Ours.Test>").as_deref(),
+            Some("inbox@ours.test")
+        );
+        assert_eq!(normalize_recipient("no-at-sign"), None);
+        assert_eq!(normalize_recipient("a b@c.test"), None);
+        assert_eq!(normalize_recipient("@c.test"), None);
+    }
+}

@@ -1,0 +1,189 @@
+//! Labels: account-wide names with a colour, attached to threads.
+
+use serde_json::{Value, json};
+
+use crate::clock;
+use crate::error::ApiError;
+use crate::ids;
+use crate::store::{Db, RowExt, Sql, Tx, is_unique_violation};
+
+pub const DEFAULT_COLOR: &str = "#9ca3af";
+pub const MAX_NAME: usize = 60;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Label {
+    pub id: String,
+    pub name: String,
+    pub color: String,
+    pub created_at: i64,
+}
+
+impl Label {
+    fn from_row(r: &sqlx::any::AnyRow) -> Result<Label, sqlx::Error> {
+        Ok(Label {
+            id: r.text("id")?,
+            name: r.text("name")?,
+            color: r.text("color")?,
+            created_at: r.int("created_at")?,
+        })
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({"object": "label", "id": self.id, "name": self.name, "color": self.color, "created_at": clock::iso(self.created_at)})
+    }
+
+    /// The short form embedded in a thread.
+    pub fn embedded(&self) -> Value {
+        json!({"object": "label", "id": self.id, "name": self.name})
+    }
+}
+
+pub fn validate_name(raw: &str) -> Result<String, String> {
+    let name = raw.trim();
+    if name.is_empty() {
+        return Err("a label name is required".into());
+    }
+    if name.chars().count() > MAX_NAME {
+        return Err(format!("a label name is at most {MAX_NAME} characters"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("a label name cannot contain control characters".into());
+    }
+    Ok(name.to_string())
+}
+
+pub async fn list(db: &Db) -> Result<Vec<Label>, sqlx::Error> {
+    let rows = Sql::new("SELECT id, name, color, created_at FROM labels ORDER BY name_key")
+        .fetch_all(db.reader())
+        .await?;
+    rows.iter().map(Label::from_row).collect()
+}
+
+/// By id or by name (case-insensitive).
+pub async fn find(db: &Db, id_or_name: &str) -> Result<Option<Label>, sqlx::Error> {
+    Sql::new("SELECT id, name, color, created_at FROM labels WHERE id = ")
+        .bind(id_or_name)
+        .push(" OR name_key = ")
+        .bind(id_or_name.trim().to_lowercase())
+        .fetch_optional(db.reader())
+        .await?
+        .map(|r| Label::from_row(&r))
+        .transpose()
+}
+
+pub async fn create(db: &Db, name: &str, color: &str) -> Result<Label, ApiError> {
+    let label = Label {
+        id: ids::new_id("lbl"),
+        name: name.to_string(),
+        color: color.to_string(),
+        created_at: clock::now_micros(),
+    };
+    Sql::new("INSERT INTO labels (id, name, name_key, color, created_at) VALUES (")
+        .bind(&label.id)
+        .push(", ")
+        .bind(&label.name)
+        .push(", ")
+        .bind(label.name.to_lowercase())
+        .push(", ")
+        .bind(&label.color)
+        .push(", ")
+        .bind(label.created_at)
+        .push(")")
+        .execute(db.writer())
+        .await
+        .map_err(|e| {
+            if is_unique_violation(&e) {
+                ApiError::conflict(format!("a label named {name:?} already exists"))
+            } else {
+                e.into()
+            }
+        })?;
+    Ok(label)
+}
+
+pub async fn update(
+    db: &Db,
+    label: &Label,
+    name: Option<String>,
+    color: Option<String>,
+) -> Result<Label, ApiError> {
+    let mut next = label.clone();
+    if let Some(n) = name {
+        next.name = n;
+    }
+    if let Some(c) = color {
+        next.color = c;
+    }
+    Sql::new("UPDATE labels SET name = ")
+        .bind(&next.name)
+        .push(", name_key = ")
+        .bind(next.name.to_lowercase())
+        .push(", color = ")
+        .bind(&next.color)
+        .push(" WHERE id = ")
+        .bind(&next.id)
+        .execute(db.writer())
+        .await
+        .map_err(|e| {
+            if is_unique_violation(&e) {
+                ApiError::conflict(format!("a label named {:?} already exists", next.name))
+            } else {
+                e.into()
+            }
+        })?;
+    Ok(next)
+}
+
+/// Deletes a label; it leaves every thread in the same transaction.
+pub async fn delete(db: &Db, label: &Label) -> Result<(), sqlx::Error> {
+    let mut tx = db.begin().await?;
+    Sql::new("DELETE FROM thread_labels WHERE label_id = ")
+        .bind(&label.id)
+        .execute(&mut *tx)
+        .await?;
+    Sql::new("DELETE FROM labels WHERE id = ")
+        .bind(&label.id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}
+
+/// Labels of many threads at once.
+pub async fn of_threads(
+    db: &Db,
+    thread_ids: &[String],
+) -> Result<Vec<(String, Label)>, sqlx::Error> {
+    if thread_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut q = Sql::new(
+        "SELECT tl.thread_id, l.id, l.name, l.color, l.created_at FROM thread_labels tl \
+         JOIN labels l ON l.id = tl.label_id WHERE tl.thread_id IN ",
+    );
+    q.bind_list(thread_ids).push(" ORDER BY l.name_key");
+    let rows = q.fetch_all(db.reader()).await?;
+    rows.iter()
+        .map(|r| Ok((r.text("thread_id")?, Label::from_row(r)?)))
+        .collect()
+}
+
+pub async fn attach(tx: &mut Tx, thread_id: &str, label_id: &str) -> Result<(), sqlx::Error> {
+    Sql::new("INSERT INTO thread_labels (thread_id, label_id) VALUES (")
+        .bind(thread_id)
+        .push(", ")
+        .bind(label_id)
+        .push(") ON CONFLICT (thread_id, label_id) DO NOTHING")
+        .execute(&mut **tx)
+        .await
+        .map(|_| ())
+}
+
+pub async fn detach(tx: &mut Tx, thread_id: &str, label_id: &str) -> Result<(), sqlx::Error> {
+    Sql::new("DELETE FROM thread_labels WHERE thread_id = ")
+        .bind(thread_id)
+        .push(" AND label_id = ")
+        .bind(label_id)
+        .execute(&mut **tx)
+        .await
+        .map(|_| ())
+}

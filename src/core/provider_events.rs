@@ -1,0 +1,269 @@
+//! The one ingestion path for provider events (the simulator's, or SES's via
+//! SNS): message events, status transitions, suppressions and `email.*`
+//! outbox events, all in one transaction.
+//!
+//! Status transitions (anything else is ignored, so a late or duplicate event
+//! never moves a status backwards):
+//!
+//! | from              | event          | to         |
+//! |-------------------|----------------|------------|
+//! | queued            | Send           | sent       |
+//! | queued, sent      | Delivery       | delivered  |
+//! | delayed           | Delivery       | delivered  |
+//! | queued, sent, delayed | Bounce     | bounced    |
+//! | queued, sent      | DeliveryDelay  | delayed    |
+//! | queued, sent      | Reject         | rejected   |
+//! | queued, sent      | RenderingFailure | failed   |
+//! | sent, delivered   | Complaint      | complained |
+
+use serde_json::json;
+
+use crate::clock;
+use crate::core::events;
+use crate::core::messages::{COLUMNS, Message};
+use crate::core::suppressions;
+use crate::ids;
+use crate::provider::{ProviderEvent, ProviderEventKind};
+use crate::sql;
+use crate::store::{Db, Sql};
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ingested {
+    Applied,
+    /// No message has that provider id (yet).
+    UnknownMessage,
+}
+
+fn event_type(kind: ProviderEventKind) -> &'static str {
+    match kind {
+        ProviderEventKind::Send => "send",
+        ProviderEventKind::Delivery => "delivery",
+        ProviderEventKind::Bounce { .. } => "bounce",
+        ProviderEventKind::Complaint => "complaint",
+        ProviderEventKind::Reject => "reject",
+        ProviderEventKind::DeliveryDelay => "delivery_delay",
+        ProviderEventKind::Open => "open",
+        ProviderEventKind::Click => "click",
+        ProviderEventKind::RenderingFailure => "rendering_failure",
+    }
+}
+
+/// The status an event moves a message to, if any.
+pub fn transition(current: &str, kind: ProviderEventKind) -> Option<&'static str> {
+    use ProviderEventKind::*;
+    match (current, kind) {
+        ("queued", Send) => Some("sent"),
+        ("queued" | "sent" | "delayed", Delivery) => Some("delivered"),
+        ("queued" | "sent" | "delayed", Bounce { .. }) => Some("bounced"),
+        ("queued" | "sent", DeliveryDelay) => Some("delayed"),
+        ("queued" | "sent", Reject) => Some("rejected"),
+        ("queued" | "sent", RenderingFailure) => Some("failed"),
+        ("sent" | "delivered", Complaint) => Some("complained"),
+        _ => None,
+    }
+}
+
+/// Events that can only happen once per recipient; repeats are dropped.
+fn once_per_recipient(kind: ProviderEventKind) -> bool {
+    !matches!(
+        kind,
+        ProviderEventKind::Open | ProviderEventKind::Click | ProviderEventKind::DeliveryDelay
+    )
+}
+
+pub async fn ingest(db: &Db, ev: &ProviderEvent) -> Result<Ingested, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    let outcome = ingest_in(&mut tx, ev).await?;
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// Applies one event inside the caller's transaction (so that a batch of
+/// events can share one commit).
+pub async fn ingest_in(
+    tx: &mut crate::store::Tx,
+    ev: &ProviderEvent,
+) -> Result<Ingested, sqlx::Error> {
+    let row = Sql::new(&format!(
+        "SELECT {COLUMNS} FROM messages m WHERE m.provider_message_id = "
+    ))
+    .bind(&ev.provider_message_id)
+    .push(" LIMIT 1")
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else {
+        return Ok(Ingested::UnknownMessage);
+    };
+    if let Some(delivery_id) = &ev.delivery_id {
+        let first = sql!(
+            "INSERT INTO sns_seen (message_id, created_at) VALUES ($1, $2) ON CONFLICT (message_id) DO NOTHING",
+            delivery_id,
+            clock::now_micros()
+        )
+        .execute(&mut **tx)
+        .await?;
+        if first == 0 {
+            return Ok(Ingested::Applied);
+        }
+    }
+    let mut message = Message::from_row(&row)?;
+    let etype = event_type(ev.kind);
+    // Send, Reject and rendering failures concern the message, not one recipient.
+    let message_level = matches!(
+        ev.kind,
+        ProviderEventKind::Send | ProviderEventKind::Reject | ProviderEventKind::RenderingFailure
+    );
+    let recipients: Vec<Option<String>> = if ev.recipients.is_empty() || message_level {
+        vec![None]
+    } else {
+        ev.recipients
+            .iter()
+            .map(|r| Some(r.to_lowercase()))
+            .collect()
+    };
+    let mut fresh = false;
+    for rcpt in &recipients {
+        if once_per_recipient(ev.kind) {
+            let mut q = Sql::new("SELECT id FROM message_events WHERE message_id = ");
+            q.bind(&message.id).push(" AND type = ").bind(etype);
+            match rcpt {
+                Some(r) => q.push(" AND recipient = ").bind(r.clone()),
+                None => q.push(" AND recipient IS NULL"),
+            };
+            if q.fetch_optional(&mut **tx).await?.is_some() {
+                continue;
+            }
+        }
+        fresh = true;
+        sql!(
+            "INSERT INTO message_events (id, message_id, type, recipient, detail, occurred_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            ids::new_id("mev"),
+            &message.id,
+            etype,
+            rcpt.clone(),
+            ev.detail.clone(),
+            ev.occurred_at,
+            clock::now_micros()
+        )
+        .execute(&mut **tx)
+        .await?;
+        let suppress = match ev.kind {
+            ProviderEventKind::Bounce { permanent: true } => Some("bounce"),
+            ProviderEventKind::Complaint => Some("complaint"),
+            _ => None,
+        };
+        if let (Some(reason), Some(r)) = (suppress, rcpt) {
+            suppressions::add(
+                tx,
+                r,
+                reason,
+                ev.detail.as_deref(),
+                Some(&message.domain),
+                Some(&message.mailbox),
+                Some(&message.id),
+            )
+            .await?;
+        }
+    }
+    if !fresh {
+        return Ok(Ingested::Applied);
+    }
+
+    let mut outbox_event = None;
+    if let Some(next) = transition(&message.status, ev.kind) {
+        let error = match ev.kind {
+            ProviderEventKind::Bounce { .. }
+            | ProviderEventKind::Reject
+            | ProviderEventKind::RenderingFailure => ev.detail.clone(),
+            _ => message.error.clone(),
+        };
+        // Guarded on the status read, so concurrent events cannot both move it.
+        let moved = sql!(
+            "UPDATE messages SET status = $1, error = $2 WHERE id = $3 AND status = $4",
+            next,
+            error.clone(),
+            &message.id,
+            &message.status
+        )
+        .execute(&mut **tx)
+        .await?;
+        if moved == 1 {
+            message.status = next.to_string();
+            message.error = error;
+            outbox_event = match ev.kind {
+                ProviderEventKind::Send => None, // email.sent is written by the send itself
+                ProviderEventKind::Delivery => Some("email.delivered"),
+                ProviderEventKind::Bounce { .. } => Some("email.bounced"),
+                ProviderEventKind::Complaint => Some("email.complained"),
+                ProviderEventKind::Reject => Some("email.rejected"),
+                ProviderEventKind::DeliveryDelay => Some("email.delayed"),
+                ProviderEventKind::RenderingFailure => Some("email.failed"),
+                _ => None,
+            };
+        }
+    }
+    match ev.kind {
+        ProviderEventKind::Open => {
+            record_open(tx, &mut message, ev.occurred_at).await?;
+            outbox_event = Some("email.opened");
+        }
+        ProviderEventKind::Click => outbox_event = Some("email.clicked"),
+        _ => {}
+    }
+    if let Some(name) = outbox_event {
+        let mut data = json!({
+            "email": message.summary_json(),
+            "occurred_at": clock::iso(ev.occurred_at),
+        });
+        if !ev.recipients.is_empty() {
+            data["recipients"] = json!(ev.recipients);
+        }
+        if let Some(d) = &ev.detail {
+            data["detail"] = json!(d);
+        }
+        events::emit(tx, name, Some(&message.mailbox_id), data).await?;
+    }
+    Ok(Ingested::Applied)
+}
+
+/// First open sets `opened_at`; every open counts.
+pub async fn record_open(
+    tx: &mut crate::store::Tx,
+    message: &mut Message,
+    at: i64,
+) -> Result<(), sqlx::Error> {
+    sql!(
+        "UPDATE messages SET open_count = open_count + 1, opened_at = COALESCE(opened_at, $1) WHERE id = $2",
+        at,
+        &message.id
+    )
+    .execute(&mut **tx)
+    .await?;
+    message.open_count += 1;
+    message.opened_at.get_or_insert(at);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ProviderEventKind::*;
+
+    #[test]
+    fn statuses_never_move_backwards() {
+        assert_eq!(transition("queued", Send), Some("sent"));
+        assert_eq!(transition("sent", Delivery), Some("delivered"));
+        assert_eq!(transition("delayed", Delivery), Some("delivered"));
+        assert_eq!(
+            transition("delayed", Bounce { permanent: true }),
+            Some("bounced")
+        );
+        assert_eq!(transition("delivered", Complaint), Some("complained"));
+        assert_eq!(transition("delivered", Send), None);
+        assert_eq!(transition("delivered", DeliveryDelay), None);
+        assert_eq!(transition("bounced", Delivery), None);
+        assert_eq!(transition("complained", Delivery), None);
+        assert_eq!(transition("sent", Open), None);
+    }
+}

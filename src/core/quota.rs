@@ -1,0 +1,76 @@
+//! The provider's sending quota, checked before a send so that a send the
+//! quota cannot admit fails fast with a clear 429.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::app::AppState;
+use crate::error::ApiError;
+use crate::provider::Quota;
+
+/// How long a quota reading is trusted; sends in between are counted locally.
+const REFRESH: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+pub struct QuotaGuard {
+    cached: Mutex<Option<(Instant, Quota, u64)>>,
+}
+
+impl QuotaGuard {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Quota, u64)>> {
+        match self.cached.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// The current quota, from cache or the provider. `None` when the
+    /// provider cannot say (then sends are not held back).
+    pub async fn current(&self, state: &AppState) -> Option<(Quota, u64)> {
+        if let Some((at, q, since)) = self.lock().as_ref()
+            && at.elapsed() < REFRESH
+        {
+            return Some((q.clone(), *since));
+        }
+        match state.provider.quota().await {
+            Ok(q) => {
+                *self.lock() = Some((Instant::now(), q.clone(), 0));
+                Some((q, 0))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the provider's sending quota");
+                None
+            }
+        }
+    }
+
+    pub async fn admit(&self, state: &AppState, recipients: usize) -> Result<(), ApiError> {
+        let Some((q, since)) = self.current(state).await else {
+            return Ok(());
+        };
+        if !q.sending_enabled {
+            return Err(ApiError::RateLimited {
+                message: "sending is paused for this provider account".into(),
+                retry_after: 3600,
+            });
+        }
+        let used = q.sent_last_24_hours + since as f64;
+        if q.max_24_hour_send >= 0.0 && used + recipients as f64 > q.max_24_hour_send {
+            return Err(ApiError::RateLimited {
+                message: format!(
+                    "the provider's 24-hour sending quota is used up ({used} of {} messages sent in the last 24 hours); capacity returns as sends age past 24 hours",
+                    q.max_24_hour_send
+                ),
+                retry_after: 3600,
+            });
+        }
+        Ok(())
+    }
+
+    /// Counts a successful send until the next refresh.
+    pub fn record(&self, recipients: usize) {
+        if let Some((_, _, since)) = self.lock().as_mut() {
+            *since += recipients as u64;
+        }
+    }
+}

@@ -1,0 +1,802 @@
+//! Sending: validation of a send request, then the one path every outgoing
+//! message takes (POST /emails, batches, replies, drafts).
+//!
+//! The attempt is recorded as `queued` before the provider is called, and its
+//! outcome (sent, rejected or failed) is written afterwards with its events,
+//! so no send is ever lost or hidden.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::auth::{ApiKey, address_domain};
+use crate::clock;
+use crate::core::domains;
+use crate::core::events;
+use crate::core::mailboxes::{self, Mailbox};
+use crate::core::messages::Message;
+use crate::core::search;
+use crate::core::suppressions;
+use crate::core::threads::{self, ThreadContribution};
+use crate::core::validate;
+use crate::error::{ApiError, Problems};
+use crate::ids;
+use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
+use crate::provider::{OutgoingMessage, ProviderError};
+use crate::sql;
+use crate::store::{RowExt, Sql};
+
+pub const MAX_ATTACHMENTS: usize = 20;
+pub const MAX_RECIPIENTS: usize = 50;
+
+/// A string or an array of strings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct AttachmentBody {
+    pub filename: Option<String>,
+    pub content: String,
+    pub content_type: Option<String>,
+    pub content_id: Option<String>,
+}
+
+/// The JSON body of POST /emails, as the spec lists it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SendBody {
+    pub from: String,
+    pub to: OneOrMany,
+    pub cc: Option<OneOrMany>,
+    pub bcc: Option<OneOrMany>,
+    pub reply_to: Option<String>,
+    pub subject: Option<String>,
+    pub html: Option<String>,
+    pub text: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub thread_id: Option<String>,
+    pub in_reply_to: Option<String>,
+    pub references: Option<OneOrMany>,
+    pub attachments: Option<Vec<AttachmentBody>>,
+}
+
+/// A validated send: every value well-formed.
+#[derive(Debug, Clone)]
+pub struct SendInput {
+    pub from: Named,
+    pub to: Vec<Named>,
+    pub cc: Vec<Named>,
+    pub bcc: Vec<Named>,
+    pub reply_to: Option<String>,
+    pub subject: String,
+    pub text: Option<String>,
+    pub html: Option<String>,
+    pub headers: Vec<(String, String)>,
+    pub thread_id: Option<String>,
+    /// With angle brackets.
+    pub in_reply_to: Option<String>,
+    pub references: Vec<String>,
+    pub attachments: Vec<OutgoingAttachment>,
+}
+
+impl SendInput {
+    pub fn recipients(&self) -> Vec<String> {
+        let mut all: Vec<String> = Vec::new();
+        for (_, a) in self.to.iter().chain(&self.cc).chain(&self.bcc) {
+            if !all.contains(a) {
+                all.push(a.clone());
+            }
+        }
+        all
+    }
+}
+
+/// Headers the service writes itself; callers may not set them.
+const OWNED_HEADERS: &[&str] = &[
+    "from",
+    "to",
+    "cc",
+    "bcc",
+    "subject",
+    "message-id",
+    "date",
+    "reply-to",
+    "in-reply-to",
+    "references",
+    "mime-version",
+    "content-type",
+    "content-transfer-encoding",
+    "return-path",
+    "sender",
+];
+
+fn addresses(problems: &mut Problems, param: &str, values: Vec<String>) -> Vec<Named> {
+    let mut out = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        match validate::mailbox(v) {
+            Ok(n) => out.push(n),
+            Err(e) => problems.add(format!("{param}[{i}]"), e),
+        }
+    }
+    out
+}
+
+/// Normalises a Message-ID to its bracketed form.
+pub fn bracket_id(raw: &str) -> Result<String, String> {
+    let inner = raw.trim().trim_start_matches('<').trim_end_matches('>');
+    if inner.is_empty()
+        || inner.len() > 900
+        || !inner.contains('@')
+        || inner
+            .chars()
+            .any(|c| c.is_whitespace() || c == '<' || c == '>')
+    {
+        return Err(format!("{raw:?} is not a Message-ID"));
+    }
+    Ok(format!("<{inner}>"))
+}
+
+fn mime_type_for(filename: &str) -> &'static str {
+    let ext = filename
+        .rsplit('.')
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match ext.as_str() {
+        "pdf" => "application/pdf",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "svg" => "image/svg+xml",
+        "txt" => "text/plain",
+        "csv" => "text/csv",
+        "html" | "htm" => "text/html",
+        "json" => "application/json",
+        "zip" => "application/zip",
+        "ics" => "text/calendar",
+        _ => "application/octet-stream",
+    }
+}
+
+fn valid_header_text(s: &str) -> bool {
+    !s.contains(['\r', '\n', '\0'])
+}
+
+/// Checks every field, collecting all problems; the first names `param`.
+pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
+    let mut p = Problems::new();
+    let from = p.check("from", validate::mailbox(&body.from));
+    let to = addresses(&mut p, "to", body.to.into_vec());
+    let cc = addresses(
+        &mut p,
+        "cc",
+        body.cc.map(OneOrMany::into_vec).unwrap_or_default(),
+    );
+    let bcc = addresses(
+        &mut p,
+        "bcc",
+        body.bcc.map(OneOrMany::into_vec).unwrap_or_default(),
+    );
+    if to.is_empty() && p.is_empty() {
+        p.add("to", "at least one recipient is required");
+    }
+    if to.len() + cc.len() + bcc.len() > MAX_RECIPIENTS {
+        p.add(
+            "to",
+            format!("at most {MAX_RECIPIENTS} recipients in to, cc and bcc together"),
+        );
+    }
+    let reply_to = body
+        .reply_to
+        .as_deref()
+        .and_then(|r| p.check("reply_to", validate::mailbox(r).map(|(_, a)| a)));
+    let subject = body.subject.unwrap_or_default();
+    if !valid_header_text(&subject) {
+        p.add("subject", "must not contain line breaks");
+    } else if subject.chars().count() > 998 {
+        p.add("subject", "must be at most 998 characters");
+    }
+    if body.text.is_none() && body.html.is_none() {
+        p.add("text", "give text, html or both");
+    }
+    let mut headers = Vec::new();
+    for (name, value) in body.headers.unwrap_or_default() {
+        let param = format!("headers.{name}");
+        let token_ok = !name.is_empty()
+            && name.len() <= 76
+            && name.bytes().all(|b| b.is_ascii_graphic() && b != b':');
+        if !token_ok {
+            p.add(param, "is not a valid header name");
+        } else if OWNED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            p.add(
+                param,
+                "is set by the service and cannot be overridden; use the matching field",
+            );
+        } else if !valid_header_text(&value) || value.len() > 998 {
+            p.add(param, "value must be one line of at most 998 characters");
+        } else {
+            headers.push((name, value));
+        }
+    }
+    let in_reply_to = body
+        .in_reply_to
+        .as_deref()
+        .and_then(|v| p.check("in_reply_to", bracket_id(v)));
+    let mut references = Vec::new();
+    for (i, r) in body
+        .references
+        .map(OneOrMany::into_vec)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|s| s.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .enumerate()
+    {
+        if let Some(id) = p.check(&format!("references[{i}]"), bracket_id(&r)) {
+            references.push(id);
+        }
+    }
+    let mut attachments = Vec::new();
+    let given = body.attachments.unwrap_or_default();
+    if given.len() > MAX_ATTACHMENTS {
+        p.add(
+            "attachments",
+            format!("at most {MAX_ATTACHMENTS} attachments"),
+        );
+    }
+    for (i, a) in given.into_iter().enumerate().take(MAX_ATTACHMENTS) {
+        let param = format!("attachments[{i}]");
+        let filename = a.filename.unwrap_or_default();
+        if filename.trim().is_empty() && a.content_id.is_none() {
+            p.add(format!("{param}.filename"), "is required");
+            continue;
+        }
+        if !valid_header_text(&filename) || filename.chars().count() > 255 {
+            p.add(
+                format!("{param}.filename"),
+                "must be one line of at most 255 characters",
+            );
+            continue;
+        }
+        let encoded = match a.content.strip_prefix("data:") {
+            Some(rest) => rest.split_once(',').map(|(_, d)| d).unwrap_or(rest),
+            None => a.content.as_str(),
+        };
+        let cleaned: String = encoded.chars().filter(|c| !c.is_whitespace()).collect();
+        let content = match base64::engine::general_purpose::STANDARD.decode(cleaned.as_bytes()) {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                p.add(
+                    format!("{param}.content"),
+                    format!("attachment {filename:?} is not valid base64"),
+                );
+                continue;
+            }
+        };
+        let content_type = match a.content_type {
+            Some(ct) if ct.contains('/') && valid_header_text(&ct) && ct.len() <= 255 => ct,
+            Some(_) => {
+                p.add(format!("{param}.content_type"), "is not a MIME type");
+                continue;
+            }
+            None => mime_type_for(&filename).to_string(),
+        };
+        let content_id = match a.content_id {
+            Some(cid) => {
+                let cid = cid
+                    .trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_string();
+                if cid.is_empty() || !valid_header_text(&cid) || cid.contains(char::is_whitespace) {
+                    p.add(format!("{param}.content_id"), "is not a valid Content-ID");
+                    continue;
+                }
+                Some(cid)
+            }
+            None => None,
+        };
+        attachments.push(OutgoingAttachment {
+            filename,
+            content_type,
+            content,
+            content_id,
+        });
+    }
+    p.finish()?;
+    Ok(SendInput {
+        from: from.ok_or_else(|| ApiError::invalid("from", "is required"))?,
+        to,
+        cc,
+        bcc,
+        reply_to,
+        subject,
+        text: body.text,
+        html: body.html,
+        headers,
+        thread_id: body.thread_id,
+        in_reply_to,
+        references,
+        attachments,
+    })
+}
+
+/// What a successful send answers (spec "Send result").
+#[derive(Debug, Clone)]
+pub struct SendOutcome {
+    pub message: Message,
+}
+
+impl SendOutcome {
+    pub fn to_json(&self) -> Value {
+        let m = &self.message;
+        json!({
+            "id": m.id,
+            "message_id": m.message_id,
+            "provider_message_id": m.provider_message_id,
+            "thread_id": m.thread_id,
+            "from": m.from_address,
+            "to": m.to,
+            "subject": m.subject,
+        })
+    }
+}
+
+fn names(list: &[Named]) -> Vec<String> {
+    list.iter().map(|(_, a)| a.clone()).collect()
+}
+
+/// Finds or (on first use by a key that holds the address) creates the
+/// sender's mailbox. Returns it and whether it is new.
+async fn sender_mailbox(
+    state: &AppState,
+    key: &ApiKey,
+    address: &str,
+) -> Result<(Mailbox, bool), ApiError> {
+    if let Some(m) = mailboxes::by_address(&state.db, address).await? {
+        return Ok((m, false));
+    }
+    mailboxes::check_reach_for_address(key, address)?;
+    let domain_name = address_domain(address).to_string();
+    let Some(domain) = domains::sending_domain_for(&state.db, &domain_name).await? else {
+        return Err(ApiError::invalid(
+            "from",
+            format!("{domain_name} is not a verified domain of this account"),
+        ));
+    };
+    Ok((
+        Mailbox {
+            id: ids::new_id("mbx"),
+            address: address.to_string(),
+            domain: domain_name,
+            domain_id: domain.id,
+            display_name: String::new(),
+            signature: None,
+            is_catch_all: false,
+            is_default: false,
+            color: mailboxes::DEFAULT_COLOR.to_string(),
+            created_at: clock::now_micros(),
+        },
+        true,
+    ))
+}
+
+/// Sends one message through the provider, recording it whatever happens.
+pub async fn send(
+    state: &AppState,
+    key: &ApiKey,
+    input: SendInput,
+) -> Result<SendOutcome, ApiError> {
+    let from = input.from.1.clone();
+    if !key.reach.covers_address(&from) {
+        return Err(ApiError::Forbidden(format!(
+            "this API key may not send as {from}"
+        )));
+    }
+    let from_domain = address_domain(&from).to_string();
+    if domains::sending_domain_for(&state.db, &from_domain)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::invalid(
+            "from",
+            format!("{from_domain} is not a verified sending domain of this account"),
+        ));
+    }
+    let recipients = input.recipients();
+    let suppressed = suppressions::suppressed_among(&state.db, &recipients).await?;
+    if !suppressed.is_empty() {
+        let param = if input.to.iter().any(|(_, a)| suppressed.contains(a)) {
+            "to"
+        } else if input.cc.iter().any(|(_, a)| suppressed.contains(a)) {
+            "cc"
+        } else {
+            "bcc"
+        };
+        return Err(ApiError::invalid(
+            param,
+            format!(
+                "{} on the suppression list (an earlier hard bounce or complaint); remove it with DELETE /api/v1/suppressions/{{address}} to send again",
+                suppressed.join(", ") + if suppressed.len() == 1 { " is" } else { " are" }
+            ),
+        ));
+    }
+    state.quota.admit(state, recipients.len()).await?;
+
+    let (mailbox, new_mailbox) = sender_mailbox(state, key, &from).await?;
+    let now = clock::now_micros();
+    let message_id = format!("<{}@{}>", ids::random_token(24), from_domain);
+    let open_token =
+        (state.config.open_tracking && input.html.is_some()).then(|| ids::random_token(32));
+    let id = ids::new_id("msg");
+    let text = input.text.clone().unwrap_or_default();
+    let html = input.html.clone().unwrap_or_default();
+    let search_body = if text.is_empty() {
+        compose::html_to_text(&html)
+    } else {
+        text.clone()
+    };
+
+    // The thread named by thread_id must belong to the sender's mailbox;
+    // checked before anything is sent.
+    if let Some(tid) = &input.thread_id {
+        let row = sql!("SELECT mailbox_id FROM threads WHERE id = $1", tid)
+            .fetch_optional(state.db.reader())
+            .await?;
+        let ours = match row {
+            Some(r) => r.text("mailbox_id")? == mailbox.id,
+            None => false,
+        };
+        if !ours {
+            return Err(ApiError::invalid(
+                "thread_id",
+                format!("no thread {tid} in the mailbox of {from}"),
+            ));
+        }
+    }
+
+    // 1. Hand the message to the provider, outside any transaction.
+    let html_out = match (&input.html, &open_token) {
+        (Some(h), Some(t)) => Some(compose::with_tracking_pixel(
+            h,
+            &format!("{}/t/o/{t}", state.config.public_url),
+        )),
+        (h, _) => h.clone(),
+    };
+    let composition = Composition {
+        from: input.from.clone(),
+        to: input.to.clone(),
+        cc: input.cc.clone(),
+        reply_to: input.reply_to.clone(),
+        subject: input.subject.clone(),
+        text: input.text.clone(),
+        html: html_out,
+        message_id: message_id.trim_matches(['<', '>']).to_string(),
+        in_reply_to: input
+            .in_reply_to
+            .as_ref()
+            .map(|s| s.trim_matches(['<', '>']).to_string()),
+        references: input
+            .references
+            .iter()
+            .map(|s| s.trim_matches(['<', '>']).to_string())
+            .collect(),
+        headers: input.headers.clone(),
+        attachments: input.attachments.clone(),
+        date: now / 1_000_000,
+    };
+    let outcome = match compose::compose(&composition) {
+        Ok(raw) => {
+            state
+                .provider
+                .send_raw(&OutgoingMessage {
+                    from: from.clone(),
+                    recipients: recipients.clone(),
+                    raw,
+                })
+                .await
+        }
+        Err(e) => Err(ProviderError::Rejected(format!(
+            "the message could not be composed: {e}"
+        ))),
+    };
+    let done_at = clock::now_micros();
+    let (status, provider_message_id, error, event, failure) = match outcome {
+        Ok(pid) => ("sent", Some(pid), None, "email.sent", None),
+        Err(e) => {
+            let text = e.to_string();
+            let (status, event, err) = match e {
+                ProviderError::Rejected(m) | ProviderError::NotFound(m) => (
+                    "rejected",
+                    "email.rejected",
+                    ApiError::invalid("body", format!("the provider rejected the message: {m}")),
+                ),
+                ProviderError::Throttled {
+                    message,
+                    retry_after_secs,
+                } => (
+                    "failed",
+                    "email.failed",
+                    ApiError::RateLimited {
+                        message: format!("the provider is throttling sends: {message}"),
+                        retry_after: retry_after_secs.unwrap_or(1),
+                    },
+                ),
+                ProviderError::Unavailable(m) => (
+                    "failed",
+                    "email.failed",
+                    ApiError::Upstream {
+                        status: 503,
+                        message: format!("the provider could not be reached: {m}"),
+                    },
+                ),
+            };
+            (status, None, Some(text), event, Some(err))
+        }
+    };
+
+    // 2. One transaction records the attempt whatever its outcome: the
+    // message with its thread, recipients, attachments, search entry, its
+    // `send` event and the outbox event.
+    let message = Message {
+        id: id.clone(),
+        thread_id: String::new(),
+        mailbox_id: mailbox.id.clone(),
+        mailbox: mailbox.address.clone(),
+        domain: mailbox.domain.clone(),
+        direction: "outbound".into(),
+        is_draft: false,
+        folder: "sent".into(),
+        message_id: message_id.clone(),
+        provider_message_id,
+        from_address: from.clone(),
+        from_name: input.from.0.clone(),
+        to: names(&input.to),
+        cc: names(&input.cc),
+        bcc: names(&input.bcc),
+        reply_to: input.reply_to.clone(),
+        subject: input.subject.clone(),
+        text: text.clone(),
+        html: html.clone(),
+        headers: Value::Object(
+            input
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect(),
+        ),
+        in_reply_to: input.in_reply_to.clone(),
+        references: (!input.references.is_empty()).then(|| input.references.join(" ")),
+        status: status.into(),
+        error,
+        opened_at: None,
+        open_count: 0,
+        is_read: true,
+        is_starred: false,
+        has_attachments: !input.attachments.is_empty(),
+        api_key_id: Some(key.id.clone()),
+        created_at: now,
+        sent_at: (status == "sent").then_some(done_at),
+        received_at: None,
+    };
+    let message = record(
+        state,
+        &input,
+        message,
+        new_mailbox.then_some(&mailbox),
+        open_token,
+        &search_body,
+        done_at,
+        event,
+    )
+    .await?;
+    match failure {
+        None => {
+            state.quota.record(recipients.len());
+            Ok(SendOutcome { message })
+        }
+        Some(err) => Err(err),
+    }
+}
+
+/// Writes a send attempt and everything it touches in one transaction.
+#[allow(clippy::too_many_arguments)]
+async fn record(
+    state: &AppState,
+    input: &SendInput,
+    mut m: Message,
+    new_mailbox: Option<&Mailbox>,
+    open_token: Option<String>,
+    search_body: &str,
+    done_at: i64,
+    event: &str,
+) -> Result<Message, ApiError> {
+    let backend = state.db.backend();
+    let mut tx = state.db.begin().await?;
+    if let Some(mb) = new_mailbox {
+        mailboxes::insert(&mut tx, mb).await?;
+    }
+    let existing = match &input.thread_id {
+        Some(tid) => Some(tid.clone()),
+        None => {
+            let mut refs: Vec<String> = input.references.clone();
+            if let Some(irt) = &input.in_reply_to {
+                refs.push(irt.clone());
+            }
+            threads::by_references(&mut tx, &m.mailbox_id, &refs).await?
+        }
+    };
+    let mut participants: Vec<Named> = vec![input.from.clone()];
+    participants.extend(input.to.iter().cloned());
+    participants.extend(input.cc.iter().cloned());
+    m.thread_id = threads::add_message(
+        &mut tx,
+        backend,
+        existing.as_deref(),
+        &ThreadContribution {
+            mailbox_id: &m.mailbox_id,
+            mailbox: &m.mailbox,
+            domain: &m.domain,
+            subject: &m.subject,
+            snippet_source: search_body,
+            folder: "sent",
+            participants,
+            unread: false,
+            has_attachments: m.has_attachments,
+            at: m.created_at,
+        },
+    )
+    .await?;
+    sql!(
+        "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder, \
+         message_id, provider_message_id, from_address, from_name, to_addresses, cc_addresses, \
+         bcc_addresses, reply_to, subject, text_body, html_body, search_body, headers, in_reply_to, \
+         references_header, status, error, open_count, open_token, is_read, is_starred, \
+         has_attachments, api_key_id, created_at, sent_at) \
+         VALUES ($1, $2, $3, $4, $5, 'outbound', 0, 'sent', $6, $7, $8, $9, $10, $11, $12, $13, $14, \
+         $15, $16, $17, $18, $19, $20, $21, $22, 0, $23, 1, 0, $24, $25, $26, $27)",
+        &m.id,
+        &m.thread_id,
+        &m.mailbox_id,
+        &m.mailbox,
+        &m.domain,
+        &m.message_id,
+        m.provider_message_id.clone(),
+        &m.from_address,
+        m.from_name.clone(),
+        serde_json::to_string(&m.to).unwrap_or_default(),
+        serde_json::to_string(&m.cc).unwrap_or_default(),
+        serde_json::to_string(&m.bcc).unwrap_or_default(),
+        m.reply_to.clone(),
+        &m.subject,
+        &m.text,
+        &m.html,
+        search_body,
+        m.headers.to_string(),
+        m.in_reply_to.clone(),
+        m.references.clone(),
+        &m.status,
+        m.error.clone(),
+        open_token,
+        m.has_attachments,
+        m.api_key_id.clone(),
+        m.created_at,
+        m.sent_at
+    )
+    .execute(&mut *tx)
+    .await?;
+    let mut rcpt = Sql::new("INSERT INTO message_recipients (message_id, kind, address) VALUES ");
+    let mut first = true;
+    for (kind, list) in [("to", &input.to), ("cc", &input.cc), ("bcc", &input.bcc)] {
+        for (_, addr) in list {
+            if !first {
+                rcpt.push(", ");
+            }
+            first = false;
+            rcpt.push("(")
+                .bind(&m.id)
+                .push(", ")
+                .bind(kind)
+                .push(", ")
+                .bind(addr)
+                .push(")");
+        }
+    }
+    if !first {
+        rcpt.execute(&mut *tx).await?;
+    }
+    for a in &input.attachments {
+        sql!(
+            "INSERT INTO attachments (id, message_id, filename, content_type, size, content_id, inline, content) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            ids::new_id("att"),
+            &m.id,
+            &a.filename,
+            &a.content_type,
+            a.content.len() as i64,
+            a.content_id.clone(),
+            a.content_id.is_some(),
+            a.content.clone()
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    search::index_message(&mut tx, backend, &m.id, &m.subject, search_body).await?;
+    if m.status == "sent" {
+        sql!(
+            "INSERT INTO message_events (id, message_id, type, recipient, detail, occurred_at, created_at) \
+             VALUES ($1, $2, 'send', NULL, NULL, $3, $3)",
+            ids::new_id("mev"),
+            &m.id,
+            done_at
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    let mut data = json!({ "email": m.summary_json(), "occurred_at": clock::iso(done_at) });
+    if m.status == "sent" {
+        data["sent_at"] = json!(clock::iso(done_at));
+    }
+    events::emit(&mut tx, event, Some(&m.mailbox_id), data).await?;
+    tx.commit().await?;
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(v: Value) -> SendBody {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn validation_collects_every_problem() {
+        let err = validate(body(json!({
+            "from": "nope",
+            "to": ["ok@x.com", "bad"],
+            "headers": {"Message-ID": "<x@y>", "X-Ok": "1"},
+            "attachments": [{"filename": "a.txt", "content": "!!!"}],
+        })))
+        .unwrap_err();
+        let ApiError::Invalid(problems) = err else {
+            panic!()
+        };
+        let params: Vec<_> = problems.iter().map(|p| p.param.as_str()).collect();
+        assert_eq!(params[0], "from");
+        assert!(params.contains(&"to[1]"));
+        assert!(params.contains(&"text"));
+        assert!(params.contains(&"headers.Message-ID"));
+        assert!(params.contains(&"attachments[0].content"));
+    }
+
+    #[test]
+    fn data_urls_and_inline_parts_are_accepted() {
+        let input = validate(body(json!({
+            "from": "Team <team@x.com>",
+            "to": "a@y.com",
+            "html": "<img src=\"cid:logo\">",
+            "attachments": [{"content": "data:image/png;base64,AQID", "content_id": "<logo>", "content_type": "image/png"}],
+            "references": "<a@b> <c@d>",
+        })))
+        .unwrap();
+        assert_eq!(input.from, (Some("Team".into()), "team@x.com".into()));
+        assert_eq!(input.attachments[0].content, vec![1, 2, 3]);
+        assert_eq!(input.attachments[0].content_id.as_deref(), Some("logo"));
+        assert_eq!(input.references, vec!["<a@b>", "<c@d>"]);
+    }
+}

@@ -1,0 +1,473 @@
+//! Reading and changing threads: the list with its filters, single reads,
+//! PATCH (folder, read, star, labels), deletion through trash, and replies.
+
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::auth::{ApiKey, Reach};
+use crate::clock;
+use crate::core::events;
+use crate::core::labels::{self, Label};
+use crate::core::messages::{self, COLUMNS as MESSAGE_COLUMNS, Message};
+use crate::core::search;
+use crate::core::sending::{self, SendInput};
+use crate::core::threads::{format_folders, parse_folders};
+use crate::error::{ApiError, Problems};
+use crate::mime::compose::OutgoingAttachment;
+use crate::store::{Db, RowExt, Sql, Tx};
+
+pub const FOLDERS: &[&str] = &["inbox", "sent", "drafts", "archive", "spam", "trash"];
+
+#[derive(Debug, Clone)]
+pub struct Thread {
+    pub id: String,
+    pub mailbox_id: String,
+    pub mailbox: String,
+    pub domain: String,
+    pub subject: String,
+    pub snippet: String,
+    pub folders: Vec<String>,
+    pub participants: Value,
+    pub message_count: i64,
+    pub unread_count: i64,
+    pub is_starred: bool,
+    pub has_attachments: bool,
+    pub last_message_at: i64,
+    pub created_at: i64,
+}
+
+pub const COLUMNS: &str = "t.id, t.mailbox_id, t.mailbox, t.domain, t.subject, t.snippet, t.folders, \
+    t.participants, t.message_count, t.unread_count, t.is_starred, t.has_attachments, \
+    t.last_message_at, t.created_at";
+
+impl Thread {
+    pub fn from_row(r: &sqlx::any::AnyRow) -> Result<Thread, sqlx::Error> {
+        Ok(Thread {
+            id: r.text("id")?,
+            mailbox_id: r.text("mailbox_id")?,
+            mailbox: r.text("mailbox")?,
+            domain: r.text("domain")?,
+            subject: r.text("subject")?,
+            snippet: r.text("snippet")?,
+            folders: parse_folders(&r.text("folders")?),
+            participants: serde_json::from_str(&r.text("participants")?).unwrap_or(json!([])),
+            message_count: r.int("message_count")?,
+            unread_count: r.int("unread_count")?,
+            is_starred: r.flag("is_starred")?,
+            has_attachments: r.flag("has_attachments")?,
+            last_message_at: r.int("last_message_at")?,
+            created_at: r.int("created_at")?,
+        })
+    }
+
+    pub fn to_json(&self, labels: &[Label]) -> Value {
+        json!({
+            "object": "thread",
+            "id": self.id,
+            "mailbox": self.mailbox,
+            "mailbox_id": self.mailbox_id,
+            "subject": self.subject,
+            "snippet": self.snippet,
+            "folders": self.folders,
+            "participants": self.participants,
+            "message_count": self.message_count,
+            "unread_count": self.unread_count,
+            "is_starred": self.is_starred,
+            "has_attachments": self.has_attachments,
+            "last_message_at": clock::iso(self.last_message_at),
+            "created_at": clock::iso(self.created_at),
+            "labels": labels.iter().map(Label::embedded).collect::<Vec<_>>(),
+        })
+    }
+}
+
+pub async fn get(db: &Db, reach: &Reach, id: &str) -> Result<Option<Thread>, sqlx::Error> {
+    let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE t.id = "));
+    q.bind(id);
+    reach.filter_address_columns(&mut q, "t.mailbox", "t.domain");
+    q.fetch_optional(db.reader())
+        .await?
+        .map(|r| Thread::from_row(&r))
+        .transpose()
+}
+
+/// Thread JSON with labels, for many threads at once.
+pub async fn with_labels(db: &Db, threads: &[Thread]) -> Result<Vec<Value>, sqlx::Error> {
+    let ids: Vec<String> = threads.iter().map(|t| t.id.clone()).collect();
+    let all = labels::of_threads(db, &ids).await?;
+    Ok(threads
+        .iter()
+        .map(|t| {
+            let mine: Vec<Label> = all
+                .iter()
+                .filter(|(tid, _)| *tid == t.id)
+                .map(|(_, l)| l.clone())
+                .collect();
+            t.to_json(&mine)
+        })
+        .collect())
+}
+
+pub async fn thread_messages(db: &Db, thread_id: &str) -> Result<Vec<Message>, sqlx::Error> {
+    let rows = Sql::new(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = "
+    ))
+    .bind(thread_id)
+    .push(" ORDER BY m.created_at, m.id")
+    .fetch_all(db.reader())
+    .await?;
+    rows.iter().map(Message::from_row).collect()
+}
+
+/// The single read: the thread and every message, with bodies unless light.
+pub async fn read(db: &Db, t: &Thread, include_body: bool) -> Result<Value, sqlx::Error> {
+    let mut v = with_labels(db, std::slice::from_ref(t)).await?.remove(0);
+    let mut out = Vec::new();
+    for m in thread_messages(db, &t.id).await? {
+        out.push(if include_body {
+            messages::full_json(db, &m).await?
+        } else {
+            m.summary_json()
+        });
+    }
+    v["messages"] = Value::Array(out);
+    Ok(v)
+}
+
+/// What PATCH may change; labels already resolved.
+pub struct ThreadPatch {
+    pub folder: Option<String>,
+    pub is_read: Option<bool>,
+    pub is_starred: Option<bool>,
+    pub add: Vec<Label>,
+    pub remove: Vec<Label>,
+}
+
+/// Resolves label names or ids; every unknown one is a problem on `param`.
+pub async fn resolve_labels(
+    db: &Db,
+    p: &mut Problems,
+    param: &str,
+    given: &[String],
+) -> Result<Vec<Label>, sqlx::Error> {
+    let mut out = Vec::new();
+    for (i, g) in given.iter().enumerate() {
+        match labels::find(db, g).await? {
+            Some(l) => out.push(l),
+            None => p.add(format!("{param}[{i}]"), format!("no label {g:?}")),
+        }
+    }
+    Ok(out)
+}
+
+async fn has_drafts(tx: &mut Tx, thread_id: &str) -> Result<bool, sqlx::Error> {
+    Ok(
+        Sql::new("SELECT id FROM messages WHERE is_draft = 1 AND thread_id = ")
+            .bind(thread_id)
+            .push(" LIMIT 1")
+            .fetch_optional(&mut **tx)
+            .await?
+            .is_some(),
+    )
+}
+
+pub async fn patch(
+    state: &AppState,
+    key: &ApiKey,
+    id: &str,
+    patch: ThreadPatch,
+) -> Result<Value, ApiError> {
+    let db = &state.db;
+    let t = get(db, &key.reach, id)
+        .await?
+        .ok_or(ApiError::NotFound("thread"))?;
+    let mut tx = db.begin().await?;
+    if let Some(folder) = &patch.folder {
+        let mut folders = vec![folder.clone()];
+        // Drafts stay where they are.
+        if has_drafts(&mut tx, &t.id).await? && folder != "drafts" {
+            folders.push("drafts".into());
+        }
+        Sql::new("UPDATE threads SET folders = ")
+            .bind(format_folders(&folders))
+            .push(" WHERE id = ")
+            .bind(&t.id)
+            .execute(&mut *tx)
+            .await?;
+        Sql::new("UPDATE messages SET folder = ")
+            .bind(folder.clone())
+            .push(" WHERE is_draft = 0 AND thread_id = ")
+            .bind(&t.id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    if let Some(read) = patch.is_read {
+        if read {
+            Sql::new("UPDATE messages SET is_read = 1 WHERE thread_id = ")
+                .bind(&t.id)
+                .execute(&mut *tx)
+                .await?;
+            Sql::new("UPDATE threads SET unread_count = 0 WHERE id = ")
+                .bind(&t.id)
+                .execute(&mut *tx)
+                .await?;
+        } else {
+            let n = Sql::new("UPDATE messages SET is_read = 0 WHERE is_draft = 0 AND direction = 'inbound' AND thread_id = ")
+                .bind(&t.id)
+                .execute(&mut *tx)
+                .await?;
+            Sql::new("UPDATE threads SET unread_count = ")
+                .bind(n.max(1) as i64)
+                .push(" WHERE id = ")
+                .bind(&t.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
+    if let Some(star) = patch.is_starred {
+        Sql::new("UPDATE threads SET is_starred = ")
+            .bind(star)
+            .push(" WHERE id = ")
+            .bind(&t.id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    for l in &patch.add {
+        labels::attach(&mut tx, &t.id, &l.id).await?;
+    }
+    for l in &patch.remove {
+        labels::detach(&mut tx, &t.id, &l.id).await?;
+    }
+    let row = Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE t.id = "))
+        .bind(&t.id)
+        .fetch_one(&mut *tx)
+        .await?;
+    let updated = Thread::from_row(&row)?;
+    let label_rows = Sql::new(
+        "SELECT l.id, l.name, l.color, l.created_at FROM thread_labels tl JOIN labels l ON l.id = tl.label_id WHERE tl.thread_id = ",
+    )
+    .bind(&t.id)
+    .push(" ORDER BY l.name_key")
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut current = Vec::new();
+    for r in &label_rows {
+        current.push(Label {
+            id: r.text("id")?,
+            name: r.text("name")?,
+            color: r.text("color")?,
+            created_at: r.int("created_at")?,
+        });
+    }
+    let json = updated.to_json(&current);
+    events::emit(
+        &mut tx,
+        "thread.updated",
+        Some(&t.mailbox_id),
+        json!({"thread": json, "occurred_at": clock::iso(clock::now_micros())}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(json)
+}
+
+/// Trash first, then for good; `permanent` skips trash. Returns whether it
+/// was removed for good.
+pub async fn delete(
+    state: &AppState,
+    key: &ApiKey,
+    id: &str,
+    permanent: bool,
+) -> Result<(String, bool), ApiError> {
+    let db = &state.db;
+    let t = get(db, &key.reach, id)
+        .await?
+        .ok_or(ApiError::NotFound("thread"))?;
+    let mut tx = db.begin().await?;
+    let for_good = permanent || t.folders.iter().any(|f| f == "trash");
+    if for_good {
+        remove_threads(&mut tx, db.backend(), std::slice::from_ref(&t.id)).await?;
+    } else {
+        Sql::new("UPDATE threads SET folders = ")
+            .bind(format_folders(&["trash".to_string()]))
+            .push(" WHERE id = ")
+            .bind(&t.id)
+            .execute(&mut *tx)
+            .await?;
+        Sql::new("UPDATE messages SET folder = 'trash' WHERE thread_id = ")
+            .bind(&t.id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok((t.id, for_good))
+}
+
+/// Removes threads with every message, attachment, recipient, event, label
+/// link and index entry.
+pub async fn remove_threads(
+    tx: &mut Tx,
+    backend: crate::store::Backend,
+    thread_ids: &[String],
+) -> Result<(), sqlx::Error> {
+    if thread_ids.is_empty() {
+        return Ok(());
+    }
+    let mut q = Sql::new("SELECT id FROM messages WHERE thread_id IN ");
+    q.bind_list(thread_ids);
+    let ids: Vec<String> = q
+        .fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|r| r.text("id"))
+        .collect::<Result<_, _>>()?;
+    search::unindex_messages(tx, backend, &ids).await?;
+    for table in ["attachments", "message_recipients", "message_events"] {
+        for chunk in ids.chunks(500) {
+            let mut q = Sql::new(&format!("DELETE FROM {table} WHERE message_id IN "));
+            q.bind_list(chunk);
+            q.execute(&mut **tx).await?;
+        }
+    }
+    for (table, col) in [
+        ("messages", "thread_id"),
+        ("thread_labels", "thread_id"),
+        ("threads", "id"),
+    ] {
+        let mut q = Sql::new(&format!("DELETE FROM {table} WHERE {col} IN "));
+        q.bind_list(thread_ids);
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Inputs of POST /threads/:id/reply, validated.
+pub struct ReplyInput {
+    pub text: Option<String>,
+    pub html: Option<String>,
+    pub reply_all: bool,
+    pub to: Option<Vec<(Option<String>, String)>>,
+    pub cc: Option<Vec<(Option<String>, String)>>,
+    pub bcc: Option<Vec<(Option<String>, String)>>,
+    pub subject: Option<String>,
+    pub quote: bool,
+    pub headers: Vec<(String, String)>,
+    pub attachments: Vec<OutgoingAttachment>,
+}
+
+fn escape_html(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Works out recipients, subject, threading headers and the quote from the
+/// last message of the thread, then sends through the one sending path.
+pub async fn reply(
+    state: &AppState,
+    key: &ApiKey,
+    id: &str,
+    r: ReplyInput,
+) -> Result<sending::SendOutcome, ApiError> {
+    let db = &state.db;
+    let t = get(db, &key.reach, id)
+        .await?
+        .ok_or(ApiError::NotFound("thread"))?;
+    let all = thread_messages(db, &t.id).await?;
+    let last = all
+        .iter()
+        .rev()
+        .find(|m| !m.is_draft)
+        .ok_or_else(|| ApiError::invalid("thread", "the thread has no message to reply to"))?
+        .clone();
+    let own = t.mailbox.clone();
+    let (mut to, mut cc): (Vec<String>, Vec<String>) = if last.direction == "outbound" {
+        // Our own message: answer its original recipients, never ourselves.
+        (
+            last.to.clone(),
+            if r.reply_all {
+                last.cc.clone()
+            } else {
+                Vec::new()
+            },
+        )
+    } else {
+        let primary = last
+            .reply_to
+            .clone()
+            .unwrap_or_else(|| last.from_address.clone());
+        let mut cc = Vec::new();
+        if r.reply_all {
+            cc.extend(last.to.iter().cloned());
+            cc.extend(last.cc.iter().cloned());
+        }
+        (vec![primary], cc)
+    };
+    to.retain(|a| *a != own);
+    to.dedup();
+    cc.retain(|a| *a != own && !to.contains(a));
+    cc.dedup();
+    let named = |v: Vec<String>| v.into_iter().map(|a| (None, a)).collect::<Vec<_>>();
+    let to = r.to.unwrap_or_else(|| named(to));
+    let cc = r.cc.unwrap_or_else(|| named(cc));
+    let bcc = r.bcc.unwrap_or_default();
+    if to.is_empty() && cc.is_empty() && bcc.is_empty() {
+        return Err(ApiError::invalid(
+            "to",
+            "no recipient could be worked out; give to",
+        ));
+    }
+    let subject = r.subject.unwrap_or_else(|| format!("Re: {}", t.subject));
+    let mut references: Vec<String> = last
+        .references
+        .as_deref()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    references.push(last.message_id.clone());
+    let when = clock::iso(last.sent_at.or(last.received_at).unwrap_or(last.created_at));
+    let sender = match &last.from_name {
+        Some(n) => format!("{n} <{}>", last.from_address),
+        None => last.from_address.clone(),
+    };
+    let attribution = format!("On {when}, {sender} wrote:");
+    let (mut text, mut html) = (r.text, r.html);
+    if r.quote {
+        let quoted_text: String = last.text.lines().map(|l| format!("> {l}\n")).collect();
+        if let Some(tx) = text.as_mut() {
+            tx.push_str(&format!("\n\n{attribution}\n{quoted_text}"));
+        }
+        if let Some(h) = html.as_mut() {
+            let inner = if last.html.is_empty() {
+                escape_html(&last.text).replace('\n', "<br>")
+            } else {
+                last.html.clone()
+            };
+            h.push_str(&format!(
+                "<br><div class=\"pigeonhole-quote\">{}<blockquote style=\"margin:0 0 0 .8ex;border-left:1px solid #ccc;padding-left:1ex\">{inner}</blockquote></div>",
+                escape_html(&attribution)
+            ));
+        }
+    }
+    let mailbox_name = crate::core::mailboxes::by_address(db, &own)
+        .await?
+        .map(|m| m.display_name)
+        .filter(|n| !n.is_empty());
+    let input = SendInput {
+        from: (mailbox_name, own),
+        to,
+        cc,
+        bcc,
+        reply_to: None,
+        subject,
+        text,
+        html,
+        headers: r.headers,
+        thread_id: Some(t.id.clone()),
+        in_reply_to: Some(last.message_id.clone()),
+        references,
+        attachments: r.attachments,
+    };
+    sending::send(state, key, input).await
+}

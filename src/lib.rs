@@ -1,0 +1,23 @@
+//! Pigeonhole: a self-hosted mail service.
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod clock;
+pub mod config;
+pub mod core;
+pub mod dns;
+pub mod dns_test_server;
+pub mod error;
+pub mod ids;
+pub mod mime;
+pub mod provider;
+pub mod smtp;
+pub mod store;
+pub mod webhooks;
+pub mod workers;
+
+/// Selects rustls' aws-lc-rs backend, the one the AWS SDK already builds, so
+/// that only one TLS stack is compiled. Safe to call more than once.
+pub fn init_tls() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}

@@ -1,0 +1,3 @@
+//! Mail formats: composing outgoing MIME (mail-builder) and parsing incoming
+//! MIME (mail-parser).
+pub mod compose;

@@ -1,0 +1,150 @@
+//! The inbound SMTP listener: ESMTP with PIPELINING, 8BITMIME, SMTPUTF8, SIZE
+//! and (when a certificate is configured) STARTTLS. Recipients are checked at
+//! RCPT time and accepted messages go through [`crate::core::inbound::ingest`];
+//! the 250 after DATA is sent only once that transaction has committed.
+//!
+//! The protocol state machine ([`protocol`]) has no I/O; [`run`] owns the
+//! sockets, timeouts and limits that keep slow or hostile clients from
+//! exhausting the server.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+pub mod protocol;
+mod server;
+
+pub use server::run;
+
+/// The SIZE advertised and enforced: 30 MiB, like the HTTP body limit.
+pub const MAX_MESSAGE_SIZE: usize = 31_457_280;
+
+/// Listener settings. `Default` holds the production values; tests shorten
+/// the timeout or lower the limits.
+#[derive(Clone)]
+pub struct SmtpConfig {
+    /// Name in the greeting, the EHLO reply and the Received header.
+    pub hostname: String,
+    pub max_message_size: usize,
+    pub max_recipients: usize,
+    /// Longest line accepted, commands and message text alike. RFC 5321 says
+    /// 1000 octets; real mail breaks that, so up to this many are taken.
+    pub max_line_length: usize,
+    /// A client that sends nothing for this long is told 421 and dropped.
+    pub idle_timeout: Duration,
+    /// Connections served at once; more are answered 421 and closed.
+    pub max_connections: usize,
+    /// Hard (5xx) errors after which the session is closed.
+    pub max_errors: usize,
+    /// Message data all sessions together may hold in memory while
+    /// receiving; a message that finds none left gets 452 4.3.1 (try later).
+    pub max_buffered_bytes: usize,
+    /// Offered as STARTTLS when set.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Default for SmtpConfig {
+    fn default() -> Self {
+        SmtpConfig {
+            hostname: local_hostname(),
+            max_message_size: MAX_MESSAGE_SIZE,
+            max_recipients: 100,
+            max_line_length: 64 * 1024,
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 256,
+            max_errors: 20,
+            max_buffered_bytes: 512 * 1024 * 1024,
+            tls: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for SmtpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmtpConfig")
+            .field("hostname", &self.hostname)
+            .field("max_message_size", &self.max_message_size)
+            .field("max_recipients", &self.max_recipients)
+            .field("max_line_length", &self.max_line_length)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_connections", &self.max_connections)
+            .field("max_errors", &self.max_errors)
+            .field("max_buffered_bytes", &self.max_buffered_bytes)
+            .field("starttls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl SmtpConfig {
+    /// The production settings for `config`, loading the STARTTLS certificate
+    /// when one is configured. The error is one line naming the variable.
+    pub fn from_config(config: &crate::config::Config) -> Result<SmtpConfig, String> {
+        let mut c = SmtpConfig::default();
+        if let (Some(cert), Some(key)) = (&config.smtp_tls_cert, &config.smtp_tls_key) {
+            c.tls = Some(load_tls(cert, key)?);
+        }
+        Ok(c)
+    }
+
+    pub(crate) fn limits(&self) -> protocol::Limits {
+        protocol::Limits {
+            hostname: self.hostname.clone(),
+            max_message_size: self.max_message_size,
+            max_recipients: self.max_recipients,
+            tls_available: self.tls.is_some(),
+        }
+    }
+}
+
+/// A rustls server configuration from a PEM certificate chain and key.
+pub fn load_tls(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            format!(
+                "PIGEONHOLE_SMTP_TLS_CERT: cannot read a PEM certificate from {}: {e}",
+                cert.display()
+            )
+        })?;
+    if chain.is_empty() {
+        return Err(format!(
+            "PIGEONHOLE_SMTP_TLS_CERT: no certificate in {}",
+            cert.display()
+        ));
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        format!(
+            "PIGEONHOLE_SMTP_TLS_KEY: cannot read a PEM private key from {}: {e}",
+            key.display()
+        )
+    })?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("PIGEONHOLE_SMTP_TLS_CERT: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key_der)
+        .map_err(|e| format!("PIGEONHOLE_SMTP_TLS_KEY: does not fit the certificate: {e}"))?;
+    Ok(Arc::new(config))
+}
+
+/// This machine's name for the greeting, or `localhost`.
+fn local_hostname() -> String {
+    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let name: String = raw
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+        .take(253)
+        .collect();
+    if name.is_empty() {
+        "localhost".into()
+    } else {
+        name
+    }
+}

@@ -1,0 +1,628 @@
+//! Sockets, timeouts and limits around the protocol state machine.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc2822;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::timeout;
+use tokio_rustls::TlsAcceptor;
+
+use super::SmtpConfig;
+use super::protocol::{Action, DataReader, DataStep, Envelope, Reply, Session, parse_command};
+use crate::core::inbound;
+use crate::store::Db;
+
+/// How long sessions get to finish after shutdown is asked for.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Connections over the cap that are still told 421 (beyond, they are just closed).
+const MAX_BUSY_REPLIES: usize = 64;
+/// Replies are written at the latest when this many bytes are waiting.
+const MAX_PENDING_OUTPUT: usize = 64 * 1024;
+const READ_BUFFER: usize = 16 * 1024;
+/// Unit in which message memory is reserved from the shared budget.
+const MEMORY_CHUNK: usize = 64 * 1024;
+/// Lingering close: at most this long and this much input read after the last reply.
+const LINGER: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 1024 * 1024;
+
+struct Ctx {
+    db: Db,
+    config: Arc<SmtpConfig>,
+    tls: Option<TlsAcceptor>,
+    stop: watch::Receiver<bool>,
+    /// Shared budget of message memory, in [`MEMORY_CHUNK`]s.
+    memory: Arc<Semaphore>,
+}
+
+/// Serves SMTP on `listener` until `shutdown` resolves; then stops accepting,
+/// tells every open session 421 at its next command, and waits (a bounded
+/// time) for them to end. A message whose DATA is being stored finishes first.
+pub async fn run(
+    listener: TcpListener,
+    db: Db,
+    config: SmtpConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    crate::init_tls();
+    let config = Arc::new(config);
+    let tls = config.tls.clone().map(TlsAcceptor::from);
+    let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let busy_slots = Arc::new(Semaphore::new(MAX_BUSY_REPLIES));
+    let memory = Arc::new(Semaphore::new(
+        (config.max_buffered_bytes / MEMORY_CHUNK).clamp(1, Semaphore::MAX_PERMITS),
+    ));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut sessions: JoinSet<()> = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        while sessions.try_join_next().is_some() {}
+        let (stream, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, do not spin.
+                    tracing::warn!(error = %e, "smtp accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        match slots.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let ctx = Ctx {
+                    db: db.clone(),
+                    config: config.clone(),
+                    tls: tls.clone(),
+                    stop: stop_rx.clone(),
+                    memory: memory.clone(),
+                };
+                sessions.spawn(async move {
+                    let _permit = permit;
+                    serve_connection(stream, peer, ctx).await;
+                });
+            }
+            Err(_) => {
+                if let Ok(permit) = busy_slots.clone().try_acquire_owned() {
+                    sessions.spawn(async move {
+                        let _permit = permit;
+                        let mut stream = stream;
+                        let _ = timeout(
+                            Duration::from_secs(5),
+                            stream
+                                .write_all(b"421 4.3.2 Too many connections, try again later\r\n"),
+                        )
+                        .await;
+                    });
+                }
+                tracing::warn!(peer = %peer, "smtp connection refused: too many connections");
+            }
+        }
+    }
+    let _ = stop_tx.send(true);
+    let drain = async { while sessions.join_next().await.is_some() {} };
+    if timeout(SHUTDOWN_GRACE, drain).await.is_err() {
+        sessions.abort_all();
+    }
+    Ok(())
+}
+
+/// How a conversation over one stream ended.
+enum Outcome<S> {
+    Closed,
+    /// The client asked for STARTTLS: hand the stream over for the handshake.
+    Upgrade(S),
+}
+
+async fn serve_connection(stream: TcpStream, peer: SocketAddr, mut ctx: Ctx) {
+    let mut session = Session::new(ctx.config.limits());
+    let mut errors = 0usize;
+    let greeting = session.greeting();
+    tracing::debug!(peer = %peer, "smtp connection");
+    let first = conversation(
+        stream,
+        Some(greeting),
+        &mut session,
+        &mut errors,
+        peer,
+        &mut ctx,
+    )
+    .await;
+    let plain = match first {
+        Ok(Outcome::Upgrade(s)) => s,
+        Ok(Outcome::Closed) => return,
+        Err(e) => {
+            tracing::debug!(peer = %peer, error = %e, "smtp connection ended");
+            return;
+        }
+    };
+    let Some(acceptor) = ctx.tls.clone() else {
+        return;
+    };
+    let tls = match timeout(ctx.config.idle_timeout, acceptor.accept(plain)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(peer = %peer, error = %e, "smtp TLS handshake failed");
+            return;
+        }
+        Err(_) => return,
+    };
+    session.tls_started();
+    if let Err(e) = conversation(tls, None, &mut session, &mut errors, peer, &mut ctx).await {
+        tracing::debug!(peer = %peer, error = %e, "smtp connection ended");
+    }
+}
+
+/// What reading one line produced. The line itself is in the caller's buffer.
+#[derive(Debug, PartialEq, Eq)]
+enum LineRead {
+    Line,
+    /// More than the limit without a line ending; the rest is still unread.
+    TooLong,
+    Eof,
+}
+
+/// Reads one line (ending in LF, an optional CR before it dropped) into
+/// `line`, taking at most `limit` bytes of it.
+async fn read_line<R: AsyncBufReadExt + Unpin>(
+    rd: &mut R,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> io::Result<LineRead> {
+    line.clear();
+    loop {
+        let (consumed, done) = {
+            let buf = rd.fill_buf().await?;
+            if buf.is_empty() {
+                return Ok(LineRead::Eof);
+            }
+            match buf.iter().position(|b| *b == b'\n') {
+                Some(pos) => {
+                    if line.len() + pos > limit {
+                        return Ok(LineRead::TooLong);
+                    }
+                    line.extend_from_slice(&buf[..pos]);
+                    (pos + 1, true)
+                }
+                None => {
+                    if line.len() + buf.len() > limit {
+                        return Ok(LineRead::TooLong);
+                    }
+                    line.extend_from_slice(buf);
+                    (buf.len(), false)
+                }
+            }
+        };
+        rd.consume(consumed);
+        if done {
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return Ok(LineRead::Line);
+        }
+    }
+}
+
+/// Skips the rest of a line. Returns how many bytes were skipped, or `None`
+/// when `budget` ran out (or the stream ended) before the line did.
+async fn discard_line<R: AsyncBufReadExt + Unpin>(
+    rd: &mut R,
+    budget: usize,
+) -> io::Result<Option<usize>> {
+    let mut skipped = 0usize;
+    loop {
+        let (consumed, done) = {
+            let buf = rd.fill_buf().await?;
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            match buf.iter().position(|b| *b == b'\n') {
+                Some(pos) => (pos + 1, true),
+                None => (buf.len(), false),
+            }
+        };
+        rd.consume(consumed);
+        skipped += consumed;
+        if done {
+            return Ok(Some(skipped));
+        }
+        if skipped > budget {
+            return Ok(None);
+        }
+    }
+}
+
+async fn write_out<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    out: &mut Vec<u8>,
+    limit: Duration,
+) -> io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let result = timeout(limit, async {
+        stream.write_all(out).await?;
+        stream.flush().await
+    })
+    .await;
+    out.clear();
+    match result {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "write timed out")),
+    }
+}
+
+/// Writes what is pending plus `last`, then closes: the write side first,
+/// then a bounded "lingering close" that reads what the client still sends,
+/// so that unread input does not make the kernel answer with a reset that
+/// could destroy the reply before the client reads it.
+async fn close_with<S: AsyncRead + AsyncWrite + Unpin>(
+    rd: &mut BufReader<S>,
+    out: &mut Vec<u8>,
+    last: Reply,
+    limit: Duration,
+) -> io::Result<()> {
+    out.extend_from_slice(last.to_wire().as_bytes());
+    write_out(rd.get_mut(), out, limit).await?;
+    let _ = timeout(limit, rd.get_mut().shutdown()).await;
+    let _ = timeout(LINGER.min(limit), async {
+        let mut sink = [0u8; 8192];
+        let mut total = 0usize;
+        while total < LINGER_BYTES {
+            match rd.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+    Ok(())
+}
+
+/// One conversation over `stream` (plain, or after STARTTLS).
+async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    greeting: Option<Reply>,
+    session: &mut Session,
+    errors: &mut usize,
+    peer: SocketAddr,
+    ctx: &mut Ctx,
+) -> io::Result<Outcome<S>> {
+    let config = ctx.config.clone();
+    let idle = config.idle_timeout;
+    let mut rd = BufReader::with_capacity(READ_BUFFER, stream);
+    let mut out: Vec<u8> = Vec::new();
+    if let Some(g) = greeting {
+        out.extend_from_slice(g.to_wire().as_bytes());
+    }
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        // PIPELINING: answer once the client has nothing more queued.
+        if rd.buffer().is_empty() || out.len() > MAX_PENDING_OUTPUT {
+            write_out(rd.get_mut(), &mut out, idle).await?;
+        }
+        let read = tokio::select! {
+            r = timeout(idle, read_line(&mut rd, &mut line, config.max_line_length)) => Some(r),
+            _ = ctx.stop.wait_for(|stop| *stop) => None,
+        };
+        let Some(read) = read else {
+            let bye = Reply::new(
+                421,
+                format!("4.3.0 {} Service shutting down", config.hostname),
+            );
+            close_with(&mut rd, &mut out, bye, idle).await?;
+            return Ok(Outcome::Closed);
+        };
+        match read {
+            Err(_) => {
+                let bye = Reply::new(
+                    421,
+                    format!("4.4.2 {} Error: timeout exceeded", config.hostname),
+                );
+                close_with(&mut rd, &mut out, bye, idle).await?;
+                return Ok(Outcome::Closed);
+            }
+            Ok(r) => match r? {
+                LineRead::Line => {}
+                LineRead::Eof => return Ok(Outcome::Closed),
+                LineRead::TooLong => {
+                    let bye = Reply::new(500, "5.5.2 Error: line too long, closing connection");
+                    close_with(&mut rd, &mut out, bye, idle).await?;
+                    return Ok(Outcome::Closed);
+                }
+            },
+        }
+        let reply = match session.handle(parse_command(&line)) {
+            Action::Reply(r) => r,
+            Action::CheckRecipient(address) => {
+                let outcome = match inbound::accepts_recipient(&ctx.db, &address).await {
+                    Ok(decision) => Ok(decision.accepted()),
+                    Err(e) => {
+                        tracing::error!(error = %e, "smtp recipient check failed");
+                        Err(())
+                    }
+                };
+                session.recipient_checked(&address, outcome)
+            }
+            Action::Quit(r) => {
+                close_with(&mut rd, &mut out, r, idle).await?;
+                return Ok(Outcome::Closed);
+            }
+            Action::StartTls(r) => {
+                out.extend_from_slice(r.to_wire().as_bytes());
+                write_out(rd.get_mut(), &mut out, idle).await?;
+                // `into_inner` drops anything pipelined after STARTTLS: plain
+                // text must never be taken as part of the TLS session.
+                return Ok(Outcome::Upgrade(rd.into_inner()));
+            }
+            Action::StartData(r) => {
+                out.extend_from_slice(r.to_wire().as_bytes());
+                write_out(rd.get_mut(), &mut out, idle).await?;
+                match read_data(&mut rd, &mut line, &config, &ctx.memory).await? {
+                    DataEnd::Message(raw, reserved) => {
+                        let envelope = session.take_envelope();
+                        let reply = deliver(&ctx.db, &config, session, peer, envelope, raw).await;
+                        drop(reserved);
+                        reply
+                    }
+                    DataEnd::Refused(reply) => {
+                        session.take_envelope();
+                        reply
+                    }
+                    DataEnd::Close(reply) => {
+                        close_with(&mut rd, &mut out, reply, idle).await?;
+                        return Ok(Outcome::Closed);
+                    }
+                    DataEnd::Eof => return Ok(Outcome::Closed),
+                }
+            }
+        };
+        if reply.is_permanent_error() {
+            *errors += 1;
+        }
+        out.extend_from_slice(reply.to_wire().as_bytes());
+        if *errors >= config.max_errors {
+            let bye = Reply::new(421, "4.7.0 Error: too many errors, closing connection");
+            close_with(&mut rd, &mut out, bye, idle).await?;
+            return Ok(Outcome::Closed);
+        }
+    }
+}
+
+enum DataEnd {
+    /// The message, and its share of the memory budget (held until stored).
+    Message(Vec<u8>, Option<OwnedSemaphorePermit>),
+    /// Read to the end, but refused (too big, a line too long).
+    Refused(Reply),
+    /// Give up on the connection with this reply.
+    Close(Reply),
+    Eof,
+}
+
+async fn read_data<R: AsyncBufReadExt + Unpin>(
+    rd: &mut R,
+    line: &mut Vec<u8>,
+    config: &SmtpConfig,
+    memory: &Arc<Semaphore>,
+) -> io::Result<DataEnd> {
+    let idle = config.idle_timeout;
+    let mut data = DataReader::new(config.max_message_size);
+    let mut reserved: Option<OwnedSemaphorePermit> = None;
+    let mut reserved_bytes = 0usize;
+    // Past the limit the rest is read and dropped, up to this much.
+    let hard_cap = config.max_message_size.saturating_mul(2);
+    let timed_out = || {
+        DataEnd::Close(Reply::new(
+            421,
+            format!("4.4.2 {} Error: timeout exceeded", config.hostname),
+        ))
+    };
+    let too_big = || {
+        DataEnd::Close(Reply::new(
+            552,
+            "5.3.4 Error: message exceeds fixed maximum message size",
+        ))
+    };
+    loop {
+        let Ok(read) = timeout(idle, read_line(rd, line, config.max_line_length)).await else {
+            return Ok(timed_out());
+        };
+        match read? {
+            LineRead::Eof => return Ok(DataEnd::Eof),
+            LineRead::Line => {
+                if data.push_line(line) == DataStep::End {
+                    break;
+                }
+                // Reserve memory as the message grows; none left means 452
+                // (never waiting for it, so sessions cannot deadlock).
+                while data.buffered() > reserved_bytes {
+                    match memory.clone().try_acquire_owned() {
+                        Ok(p) => {
+                            match reserved.as_mut() {
+                                Some(r) => r.merge(p),
+                                None => reserved = Some(p),
+                            }
+                            reserved_bytes += MEMORY_CHUNK;
+                        }
+                        Err(_) => {
+                            data.out_of_memory();
+                            reserved = None;
+                            reserved_bytes = usize::MAX;
+                        }
+                    }
+                }
+            }
+            LineRead::TooLong => {
+                let budget = hard_cap.saturating_sub(data.received() + line.len());
+                let Ok(skipped) = timeout(idle, discard_line(rd, budget)).await else {
+                    return Ok(timed_out());
+                };
+                match skipped? {
+                    Some(n) => data.note_long_line(line.len() + n),
+                    None => return Ok(too_big()),
+                }
+            }
+        }
+        if data.received() > hard_cap {
+            return Ok(too_big());
+        }
+    }
+    Ok(match data.finish() {
+        Ok(raw) => DataEnd::Message(raw, reserved),
+        Err(reply) => DataEnd::Refused(reply),
+    })
+}
+
+fn header_safe(s: &str, max: usize) -> String {
+    s.chars()
+        .filter(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']' | '@' | '+')
+        })
+        .take(max)
+        .collect()
+}
+
+/// The trace headers this hop adds (RFC 5321 §4.4).
+fn trace_headers(
+    config: &SmtpConfig,
+    session: &Session,
+    peer: SocketAddr,
+    envelope: &Envelope,
+    id: &str,
+) -> String {
+    let protocol = match (session.is_esmtp(), session.tls_active) {
+        (true, true) => "ESMTPS",
+        (true, false) => "ESMTP",
+        (false, true) => "SMTPS",
+        (false, false) => "SMTP",
+    };
+    let date = OffsetDateTime::now_utc()
+        .format(&Rfc2822)
+        .unwrap_or_default();
+    let mut h = format!(
+        "Return-Path: <{}>\r\n",
+        envelope
+            .mail_from
+            .chars()
+            .filter(|c| !c.is_control() && *c != '<' && *c != '>')
+            .collect::<String>()
+    );
+    h.push_str(&format!(
+        "Received: from {} ({})\r\n\tby {} (Pigeonhole) with {} id {}",
+        header_safe(&envelope.helo, 255),
+        peer.ip(),
+        config.hostname,
+        protocol,
+        id
+    ));
+    if let [only] = envelope.recipients.as_slice() {
+        h.push_str(&format!("\r\n\tfor <{}>", header_safe(only, 254)));
+    }
+    h.push_str(&format!(";\r\n\t{date}\r\n"));
+    h
+}
+
+/// Stores the message; the reply says whether it was.
+async fn deliver(
+    db: &Db,
+    config: &SmtpConfig,
+    session: &Session,
+    peer: SocketAddr,
+    envelope: Envelope,
+    raw: Vec<u8>,
+) -> Reply {
+    let session_id = crate::ids::random_token(12);
+    let mut full = trace_headers(config, session, peer, &envelope, &session_id).into_bytes();
+    full.extend_from_slice(&raw);
+    drop(raw);
+    match inbound::ingest(db, &full, &envelope.recipients).await {
+        Ok(stored) if stored.is_empty() => Reply::new(
+            550,
+            "5.1.1 Error: no recipient of this message exists any more",
+        ),
+        Ok(stored) => {
+            let ids: Vec<&str> = stored.iter().map(|s| s.id.as_str()).collect();
+            tracing::info!(
+                peer = %peer,
+                from = %envelope.mail_from,
+                recipients = envelope.recipients.len(),
+                messages = ?ids,
+                duplicates = stored.iter().filter(|s| s.duplicate).count(),
+                "smtp message stored"
+            );
+            Reply::new(250, format!("2.0.0 Ok: stored as {}", ids.join(" ")))
+        }
+        Err(e) => {
+            tracing::error!(peer = %peer, error = %e, "smtp message could not be stored");
+            Reply::new(451, "4.3.0 Error: local storage failure, try again later")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_split_across_reads_and_limits() {
+        let input: &[u8] = b"EHLO a\r\nNOOP\nxxxxxxxxxxxxxxxxxxxx\r\nlast";
+        let mut rd = tokio::io::BufReader::with_capacity(3, input);
+        let mut line = Vec::new();
+        assert_eq!(
+            read_line(&mut rd, &mut line, 10).await.unwrap(),
+            LineRead::Line
+        );
+        assert_eq!(line, b"EHLO a");
+        assert_eq!(
+            read_line(&mut rd, &mut line, 10).await.unwrap(),
+            LineRead::Line
+        );
+        assert_eq!(line, b"NOOP");
+        assert_eq!(
+            read_line(&mut rd, &mut line, 10).await.unwrap(),
+            LineRead::TooLong
+        );
+        let skipped = discard_line(&mut rd, 100).await.unwrap().unwrap();
+        assert_eq!(line.len() + skipped, 22);
+        // A final line without a line ending is not a command.
+        assert_eq!(
+            read_line(&mut rd, &mut line, 10).await.unwrap(),
+            LineRead::Eof
+        );
+    }
+
+    #[test]
+    fn trace_headers_are_sanitised() {
+        let config = SmtpConfig {
+            hostname: "mx.test".into(),
+            ..SmtpConfig::default()
+        };
+        let mut session = Session::new(config.limits());
+        session.handle(parse_command(b"EHLO evil\x01host"));
+        let env = Envelope {
+            helo: "evil\u{1}host (fake)".into(),
+            mail_from: "a@x.test".into(),
+            recipients: vec!["b@y.test".into()],
+        };
+        let h = trace_headers(
+            &config,
+            &session,
+            "127.0.0.1:25".parse().unwrap(),
+            &env,
+            "id1",
+        );
+        assert!(h.starts_with("Return-Path: <a@x.test>\r\nReceived: from evilhostfake (127.0.0.1)\r\n\tby mx.test (Pigeonhole) with ESMTP id id1\r\n\tfor <b@y.test>;\r\n\t"), "{h}");
+        assert!(h.ends_with("\r\n"));
+        let p = crate::core::inbound::parse(format!("{h}Subject: x\r\n\r\nbody\r\n").as_bytes());
+        assert_eq!(p.subject, "x");
+    }
+}

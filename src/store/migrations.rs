@@ -1,0 +1,436 @@
+//! Embedded, ordered migrations. Each step has a SQLite and a PostgreSQL form
+//! only because DDL differs (types, full-text search); queries do not.
+
+use super::{Backend, Db};
+use crate::sql;
+use crate::store::RowExt;
+
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sqlite: &'static str,
+    postgres: &'static str,
+}
+
+/// Tables shared verbatim by both dialects (BIGINT and TEXT mean the same to both).
+const FOUNDATION: &str = r#"
+CREATE TABLE settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    secret_hash TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    reach_kind TEXT NOT NULL,
+    reach_values TEXT NOT NULL,
+    rate_limit BIGINT,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT
+);
+CREATE TABLE domains (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    region TEXT NOT NULL,
+    status TEXT NOT NULL,
+    sending_enabled BIGINT NOT NULL,
+    dkim_status TEXT NOT NULL,
+    dkim_origin TEXT NOT NULL,
+    dkim_tokens TEXT NOT NULL,
+    mail_from_domain TEXT NOT NULL,
+    mail_from_status TEXT NOT NULL,
+    spf_verified BIGINT NOT NULL,
+    dmarc_verified BIGINT NOT NULL,
+    inherited_from TEXT,
+    auto_create_mailboxes BIGINT NOT NULL,
+    imported BIGINT NOT NULL,
+    last_checked_at BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE mailboxes (
+    id TEXT PRIMARY KEY,
+    address TEXT NOT NULL UNIQUE,
+    domain TEXT NOT NULL,
+    domain_id TEXT NOT NULL,
+    display_name TEXT NOT NULL,
+    signature TEXT,
+    is_catch_all BIGINT NOT NULL,
+    is_default BIGINT NOT NULL,
+    color TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX mailboxes_domain ON mailboxes (domain);
+CREATE INDEX mailboxes_domain_id ON mailboxes (domain_id);
+"#;
+
+/// Mail: threads, messages and what hangs off them. `{BLOB}` and `{SEQ}` are
+/// filled per dialect.
+const MAIL: &str = r#"
+CREATE TABLE threads (
+    id TEXT PRIMARY KEY,
+    mailbox_id TEXT NOT NULL,
+    mailbox TEXT NOT NULL,
+    domain TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    normalized_subject TEXT NOT NULL,
+    snippet TEXT NOT NULL,
+    folders TEXT NOT NULL,
+    participants TEXT NOT NULL,
+    message_count BIGINT NOT NULL,
+    unread_count BIGINT NOT NULL,
+    is_starred BIGINT NOT NULL,
+    has_attachments BIGINT NOT NULL,
+    last_message_at BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX threads_recent ON threads (last_message_at DESC, id DESC);
+CREATE INDEX threads_mailbox_recent ON threads (mailbox_id, last_message_at DESC, id DESC);
+CREATE INDEX threads_subject ON threads (mailbox_id, normalized_subject, last_message_at);
+
+CREATE TABLE messages (
+    seq {SEQ},
+    id TEXT NOT NULL UNIQUE,
+    thread_id TEXT NOT NULL,
+    mailbox_id TEXT NOT NULL,
+    mailbox TEXT NOT NULL,
+    domain TEXT NOT NULL,
+    direction TEXT NOT NULL,
+    is_draft BIGINT NOT NULL,
+    folder TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    provider_message_id TEXT,
+    from_address TEXT NOT NULL,
+    from_name TEXT,
+    to_addresses TEXT NOT NULL,
+    cc_addresses TEXT NOT NULL,
+    bcc_addresses TEXT NOT NULL,
+    reply_to TEXT,
+    subject TEXT NOT NULL,
+    text_body TEXT NOT NULL,
+    html_body TEXT NOT NULL,
+    search_body TEXT NOT NULL,
+    headers TEXT NOT NULL,
+    in_reply_to TEXT,
+    references_header TEXT,
+    status TEXT NOT NULL,
+    error TEXT,
+    opened_at BIGINT,
+    open_count BIGINT NOT NULL,
+    open_token TEXT,
+    is_read BIGINT NOT NULL,
+    is_starred BIGINT NOT NULL,
+    has_attachments BIGINT NOT NULL,
+    api_key_id TEXT,
+    raw {BLOB},
+    created_at BIGINT NOT NULL,
+    sent_at BIGINT,
+    received_at BIGINT
+);
+CREATE INDEX messages_thread ON messages (thread_id, created_at);
+CREATE INDEX messages_outbound_recent ON messages (direction, is_draft, created_at DESC, id DESC);
+CREATE INDEX messages_received_recent ON messages (received_at DESC, id DESC);
+CREATE INDEX messages_mailbox_message_id ON messages (mailbox_id, message_id);
+CREATE INDEX messages_provider_id ON messages (provider_message_id);
+CREATE INDEX messages_open_token ON messages (open_token);
+
+CREATE TABLE message_recipients (
+    message_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    address TEXT NOT NULL
+);
+CREATE INDEX message_recipients_message ON message_recipients (message_id);
+CREATE INDEX message_recipients_address ON message_recipients (address);
+
+CREATE TABLE attachments (
+    id TEXT PRIMARY KEY,
+    message_id TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    content_type TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    content_id TEXT,
+    inline BIGINT NOT NULL,
+    content {BLOB} NOT NULL
+);
+CREATE INDEX attachments_message ON attachments (message_id);
+
+CREATE TABLE message_events (
+    id TEXT PRIMARY KEY,
+    message_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    recipient TEXT,
+    detail TEXT,
+    occurred_at BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX message_events_message ON message_events (message_id, occurred_at);
+
+CREATE TABLE suppressions (
+    id TEXT PRIMARY KEY,
+    address TEXT NOT NULL UNIQUE,
+    reason TEXT NOT NULL,
+    detail TEXT,
+    domain TEXT,
+    mailbox TEXT,
+    message_id TEXT,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX suppressions_recent ON suppressions (created_at DESC, id DESC);
+
+CREATE TABLE idempotency_keys (
+    api_key_id TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    state TEXT NOT NULL,
+    response_status BIGINT,
+    response_body TEXT,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (api_key_id, endpoint, key)
+);
+CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
+
+CREATE TABLE sns_seen (
+    message_id TEXT PRIMARY KEY,
+    created_at BIGINT NOT NULL
+);
+"#;
+
+/// Inbound mail: contacts seen per mailbox, and at most one received copy of a
+/// Message-ID per mailbox (the dedupe rule, enforced even between concurrent
+/// deliveries). Shared verbatim by both dialects.
+const INBOUND: &str = r#"
+CREATE TABLE contacts (
+    id TEXT PRIMARY KEY,
+    mailbox_id TEXT NOT NULL,
+    mailbox TEXT NOT NULL,
+    domain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    name TEXT,
+    message_count BIGINT NOT NULL,
+    first_seen_at BIGINT NOT NULL,
+    last_seen_at BIGINT NOT NULL,
+    UNIQUE (mailbox_id, address)
+);
+CREATE INDEX contacts_recent ON contacts (last_seen_at DESC, id DESC);
+CREATE INDEX contacts_frequent ON contacts (message_count DESC, id DESC);
+CREATE INDEX contacts_mailbox_recent ON contacts (mailbox_id, last_seen_at DESC, id DESC);
+CREATE INDEX contacts_address ON contacts (address);
+CREATE UNIQUE INDEX messages_inbound_once ON messages (mailbox_id, message_id) WHERE direction = 'inbound';
+"#;
+
+/// Webhook endpoints, their delivery queue (one task per event and endpoint,
+/// claimed with a lease) and the record of every attempt. Shared verbatim by
+/// both dialects.
+const WEBHOOKS: &str = r#"
+CREATE TABLE webhooks (
+    id TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    description TEXT NOT NULL,
+    events TEXT NOT NULL,
+    enabled BIGINT NOT NULL,
+    mailbox_id TEXT,
+    secret TEXT NOT NULL,
+    last_status BIGINT,
+    last_delivered_at BIGINT,
+    last_error_at BIGINT,
+    last_error TEXT,
+    consecutive_failures BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX webhooks_mailbox ON webhooks (mailbox_id);
+CREATE TABLE webhook_tasks (
+    id TEXT PRIMARY KEY,
+    webhook_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    attempt BIGINT NOT NULL,
+    next_attempt_at BIGINT NOT NULL,
+    lease_until BIGINT,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX webhook_tasks_due ON webhook_tasks (webhook_id, next_attempt_at);
+CREATE TABLE webhook_deliveries (
+    id TEXT PRIMARY KEY,
+    envelope_id TEXT NOT NULL,
+    webhook_id TEXT NOT NULL,
+    event_id TEXT,
+    event TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    attempt BIGINT NOT NULL,
+    status_code BIGINT NOT NULL,
+    response_body TEXT NOT NULL,
+    error TEXT,
+    duration_ms BIGINT NOT NULL,
+    succeeded BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX webhook_deliveries_recent ON webhook_deliveries (created_at DESC, id DESC);
+CREATE INDEX webhook_deliveries_webhook ON webhook_deliveries (webhook_id, created_at DESC, id DESC);
+CREATE INDEX webhook_deliveries_envelope ON webhook_deliveries (envelope_id);
+"#;
+
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "foundation",
+        sqlite: FOUNDATION,
+        postgres: FOUNDATION,
+    },
+    Migration {
+        version: 2,
+        name: "event outbox",
+        sqlite: r#"
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    mailbox_id TEXT,
+    payload TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    dispatched_at BIGINT
+);
+CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
+"#,
+        postgres: r#"
+CREATE TABLE events (
+    seq BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    mailbox_id TEXT,
+    payload TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    dispatched_at BIGINT
+);
+CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
+"#,
+    },
+    Migration {
+        version: 3,
+        name: "mail",
+        sqlite: "",
+        postgres: "",
+    },
+    Migration {
+        version: 4,
+        name: "webhooks",
+        sqlite: WEBHOOKS,
+        postgres: WEBHOOKS,
+    },
+    Migration {
+        version: 5,
+        name: "inbound",
+        sqlite: INBOUND,
+        postgres: INBOUND,
+    },
+    Migration {
+        version: 6,
+        name: "labels",
+        sqlite: LABELS,
+        postgres: LABELS,
+    },
+    Migration {
+        version: 7,
+        name: "inbox indexes",
+        sqlite: INBOX_INDEXES,
+        postgres: INBOX_INDEXES,
+    },
+];
+
+/// `GET /threads?mailbox=<address>` filters on `threads.mailbox`: without this
+/// index a quiet or new mailbox walks every thread of the account.
+const INBOX_INDEXES: &str = r#"
+CREATE INDEX threads_mailbox_address_recent ON threads (mailbox, last_message_at DESC, id DESC);
+"#;
+
+/// Labels on threads.
+const LABELS: &str = r#"
+CREATE TABLE labels (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    name_key TEXT NOT NULL UNIQUE,
+    color TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE thread_labels (
+    thread_id TEXT NOT NULL,
+    label_id TEXT NOT NULL,
+    PRIMARY KEY (thread_id, label_id)
+);
+CREATE INDEX thread_labels_label ON thread_labels (label_id);
+"#;
+
+/// DDL of one migration for one dialect.
+fn ddl(m: &Migration, backend: Backend) -> String {
+    match (m.version, backend) {
+        (3, Backend::Sqlite) => {
+            MAIL.replace("{SEQ}", "INTEGER PRIMARY KEY AUTOINCREMENT")
+                .replace("{BLOB}", "BLOB")
+                + "CREATE VIRTUAL TABLE messages_fts USING fts5(subject, body, content='', contentless_delete=1);"
+        }
+        (3, Backend::Postgres) => {
+            MAIL.replace("{SEQ}", "BIGSERIAL PRIMARY KEY")
+                .replace("{BLOB}", "BYTEA")
+                + "ALTER TABLE messages ADD COLUMN search tsvector GENERATED ALWAYS AS \
+               (to_tsvector('simple', subject || ' ' || search_body)) STORED;\
+               CREATE INDEX messages_search ON messages USING GIN (search);"
+        }
+        (_, Backend::Sqlite) => m.sqlite.to_string(),
+        (_, Backend::Postgres) => m.postgres.to_string(),
+    }
+}
+
+/// Applies every migration not yet recorded. On PostgreSQL an advisory lock
+/// keeps several starting processes from migrating at once.
+pub(super) async fn apply(db: &Db) -> anyhow::Result<()> {
+    let mut conn = db.writer.acquire().await?;
+    if db.backend == Backend::Postgres {
+        sqlx::raw_sql("SELECT pg_advisory_lock(7283451)")
+            .execute(&mut *conn)
+            .await?;
+    }
+    let result = apply_locked(db.backend, &mut conn).await;
+    if db.backend == Backend::Postgres {
+        sqlx::raw_sql("SELECT pg_advisory_unlock(7283451)")
+            .execute(&mut *conn)
+            .await?;
+    }
+    result
+}
+
+async fn apply_locked(backend: Backend, conn: &mut sqlx::AnyConnection) -> anyhow::Result<()> {
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+    )
+    .execute(&mut *conn)
+    .await?;
+    let rows = sql!("SELECT version FROM schema_migrations")
+        .fetch_all(&mut *conn)
+        .await?;
+    let applied: Vec<i64> = rows
+        .iter()
+        .map(|r| r.int("version"))
+        .collect::<Result<_, _>>()?;
+    for m in MIGRATIONS {
+        if applied.contains(&m.version) {
+            continue;
+        }
+        let ddl = ddl(m, backend);
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        sqlx::raw_sql(&ddl)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| anyhow::anyhow!("migration {} ({}) failed: {e}", m.version, m.name))?;
+        sql!(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+            m.version,
+            m.name,
+            crate::clock::now_micros()
+        )
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,372 @@
+//! One query layer over SQLite and PostgreSQL.
+//!
+//! SQL is written once with `$n` placeholders (both backends accept them) and
+//! run through sqlx's `Any` driver. Only what really differs between the two
+//! dialects branches on [`Backend`]: DDL, full-text search and queue claiming.
+//! Timestamps are integer microseconds since the epoch and booleans are
+//! integers 0/1 on both backends, so rows decode identically.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyArguments, AnyConnectOptions, AnyPoolOptions, AnyRow};
+use sqlx::{Any, AnyPool, Arguments, ConnectOptions, Executor, Row};
+
+mod migrations;
+
+pub type Tx = sqlx::Transaction<'static, Any>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Handles to the database. On SQLite all writes go through one connection so
+/// that writers queue in-process instead of failing with `SQLITE_BUSY`; reads
+/// use their own pool. On PostgreSQL both are the same pool.
+#[derive(Clone)]
+pub struct Db {
+    writer: AnyPool,
+    reader: AnyPool,
+    backend: Backend,
+}
+
+/// A bind parameter. Typed nulls keep PostgreSQL's parameter types right.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Int(Option<i64>),
+    Text(Option<String>),
+    Bytes(Option<Vec<u8>>),
+}
+
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value::Bytes(Some(v))
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(Some(v))
+    }
+}
+impl From<Option<i64>> for Value {
+    fn from(v: Option<i64>) -> Self {
+        Value::Int(v)
+    }
+}
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Int(Some(v as i64))
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Text(Some(v.to_string()))
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Text(Some(v))
+    }
+}
+impl From<&String> for Value {
+    fn from(v: &String) -> Self {
+        Value::Text(Some(v.clone()))
+    }
+}
+impl From<Option<String>> for Value {
+    fn from(v: Option<String>) -> Self {
+        Value::Text(v)
+    }
+}
+impl From<Option<&str>> for Value {
+    fn from(v: Option<&str>) -> Self {
+        Value::Text(v.map(str::to_string))
+    }
+}
+
+/// A statement under construction: text with `$n` placeholders and its values.
+#[derive(Debug, Clone, Default)]
+pub struct Sql {
+    text: String,
+    args: Vec<Value>,
+}
+
+impl Sql {
+    pub fn new(text: &str) -> Sql {
+        Sql {
+            text: text.to_string(),
+            args: Vec::new(),
+        }
+    }
+
+    /// A statement whose text already holds `$1..$n` for `args`.
+    pub fn with(text: &str, args: Vec<Value>) -> Sql {
+        Sql {
+            text: text.to_string(),
+            args,
+        }
+    }
+
+    pub fn push(&mut self, text: &str) -> &mut Self {
+        self.text.push_str(text);
+        self
+    }
+
+    /// Appends a placeholder for `v`.
+    pub fn bind(&mut self, v: impl Into<Value>) -> &mut Self {
+        self.args.push(v.into());
+        self.text.push('$');
+        self.text.push_str(&self.args.len().to_string());
+        self
+    }
+
+    /// Appends `(p1, p2, …)` for a non-empty list.
+    pub fn bind_list<V: Into<Value> + Clone>(&mut self, values: &[V]) -> &mut Self {
+        self.text.push('(');
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                self.text.push_str(", ");
+            }
+            self.bind(v.clone());
+        }
+        self.text.push(')');
+        self
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    fn arguments(&self) -> Result<AnyArguments<'_>, sqlx::Error> {
+        let mut args = AnyArguments::default();
+        for v in &self.args {
+            let res = match v {
+                Value::Int(i) => args.add(*i),
+                Value::Text(t) => args.add(t.clone()),
+                Value::Bytes(b) => args.add(b.clone()),
+            };
+            res.map_err(sqlx::Error::Encode)?;
+        }
+        Ok(args)
+    }
+
+    pub async fn execute<'e, E: Executor<'e, Database = Any>>(
+        &self,
+        ex: E,
+    ) -> Result<u64, sqlx::Error> {
+        let args = self.arguments()?;
+        Ok(sqlx::query_with(&self.text, args)
+            .execute(ex)
+            .await?
+            .rows_affected())
+    }
+
+    pub async fn fetch_all<'e, E: Executor<'e, Database = Any>>(
+        &self,
+        ex: E,
+    ) -> Result<Vec<AnyRow>, sqlx::Error> {
+        let args = self.arguments()?;
+        sqlx::query_with(&self.text, args).fetch_all(ex).await
+    }
+
+    pub async fn fetch_optional<'e, E: Executor<'e, Database = Any>>(
+        &self,
+        ex: E,
+    ) -> Result<Option<AnyRow>, sqlx::Error> {
+        let args = self.arguments()?;
+        sqlx::query_with(&self.text, args).fetch_optional(ex).await
+    }
+
+    pub async fn fetch_one<'e, E: Executor<'e, Database = Any>>(
+        &self,
+        ex: E,
+    ) -> Result<AnyRow, sqlx::Error> {
+        let args = self.arguments()?;
+        sqlx::query_with(&self.text, args).fetch_one(ex).await
+    }
+}
+
+/// Builds a [`Sql`] from text with `$n` placeholders and the values in order.
+#[macro_export]
+macro_rules! sql {
+    ($text:expr $(, $arg:expr)* $(,)?) => {
+        $crate::store::Sql::with($text, vec![$($crate::store::Value::from($arg)),*])
+    };
+}
+
+/// Typed column access that turns decode problems into `sqlx::Error`.
+pub trait RowExt {
+    fn text(&self, col: &str) -> Result<String, sqlx::Error>;
+    fn opt_text(&self, col: &str) -> Result<Option<String>, sqlx::Error>;
+    fn int(&self, col: &str) -> Result<i64, sqlx::Error>;
+    fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error>;
+    fn flag(&self, col: &str) -> Result<bool, sqlx::Error>;
+    fn bytes(&self, col: &str) -> Result<Vec<u8>, sqlx::Error>;
+}
+
+impl RowExt for AnyRow {
+    fn text(&self, col: &str) -> Result<String, sqlx::Error> {
+        self.try_get::<String, _>(col)
+    }
+    fn opt_text(&self, col: &str) -> Result<Option<String>, sqlx::Error> {
+        self.try_get::<Option<String>, _>(col)
+    }
+    fn int(&self, col: &str) -> Result<i64, sqlx::Error> {
+        self.try_get::<i64, _>(col)
+    }
+    fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get::<Option<i64>, _>(col)
+    }
+    fn flag(&self, col: &str) -> Result<bool, sqlx::Error> {
+        Ok(self.try_get::<i64, _>(col)? != 0)
+    }
+    fn bytes(&self, col: &str) -> Result<Vec<u8>, sqlx::Error> {
+        Ok(self.try_get::<Option<Vec<u8>>, _>(col)?.unwrap_or_default())
+    }
+}
+
+impl Db {
+    /// Connects (creating a SQLite file if missing) and applies migrations.
+    pub async fn connect(url: &str) -> anyhow::Result<Db> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else {
+            Backend::Postgres
+        };
+        let db = match backend {
+            Backend::Sqlite => {
+                let url = sqlite_url(url);
+                let opts = AnyConnectOptions::from_str(&url)?.disable_statement_logging();
+                let writer = AnyPoolOptions::new()
+                    .max_connections(1)
+                    .acquire_timeout(Duration::from_secs(30))
+                    // A ping on every checkout costs a round trip per query;
+                    // broken connections surface as errors instead.
+                    .test_before_acquire(false)
+                    .after_connect(sqlite_pragmas)
+                    .connect_with(opts.clone())
+                    .await?;
+                let reader = AnyPoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(Duration::from_secs(30))
+                    // A ping on every checkout costs a round trip per query;
+                    // broken connections surface as errors instead.
+                    .test_before_acquire(false)
+                    .after_connect(sqlite_pragmas)
+                    .connect_with(opts)
+                    .await?;
+                Db {
+                    writer,
+                    reader,
+                    backend,
+                }
+            }
+            Backend::Postgres => {
+                let opts = AnyConnectOptions::from_str(url)?.disable_statement_logging();
+                let pool = AnyPoolOptions::new()
+                    .max_connections(16)
+                    .acquire_timeout(Duration::from_secs(30))
+                    // A ping on every checkout costs a round trip per query;
+                    // broken connections surface as errors instead.
+                    .test_before_acquire(false)
+                    .connect_with(opts)
+                    .await?;
+                Db {
+                    writer: pool.clone(),
+                    reader: pool,
+                    backend,
+                }
+            }
+        };
+        migrations::apply(&db).await?;
+        Ok(db)
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Pool for statements that only read.
+    pub fn reader(&self) -> &AnyPool {
+        &self.reader
+    }
+
+    /// Pool for single statements that write (autocommit).
+    pub fn writer(&self) -> &AnyPool {
+        &self.writer
+    }
+
+    /// Starts a write transaction.
+    pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        self.writer.begin().await
+    }
+
+    pub async fn ping(&self) -> Result<(), sqlx::Error> {
+        sql!("SELECT 1 AS one")
+            .fetch_one(&self.reader)
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+
+    /// Case-insensitive substring match, `LIKE` wildcards in `needle` escaped.
+    pub fn push_contains(&self, sql: &mut Sql, column: &str, needle: &str) {
+        let escaped = needle
+            .to_lowercase()
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        sql.push(&format!("LOWER({column}) LIKE "))
+            .bind(format!("%{escaped}%"))
+            .push(" ESCAPE '\\'");
+    }
+}
+
+type ConnectFuture<'c> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), sqlx::Error>> + Send + 'c>>;
+
+fn sqlite_pragmas(
+    conn: &mut sqlx::AnyConnection,
+    _: sqlx::pool::PoolConnectionMetadata,
+) -> ConnectFuture<'_> {
+    Box::pin(async move {
+        for pragma in [
+            "PRAGMA journal_mode = WAL",
+            "PRAGMA synchronous = NORMAL",
+            "PRAGMA busy_timeout = 10000",
+            "PRAGMA foreign_keys = ON",
+        ] {
+            Sql::new(pragma).execute(&mut *conn).await?;
+        }
+        Ok(())
+    })
+}
+
+/// `sqlite://PATH` → a URL that creates the file when missing.
+fn sqlite_url(url: &str) -> String {
+    if url.contains("mode=") || url.contains(":memory:") {
+        return url.to_string();
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}mode=rwc")
+}
+
+/// Whether an error is a unique-constraint violation (on either backend).
+pub fn is_unique_violation(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            db.kind() == sqlx::error::ErrorKind::UniqueViolation
+                || db.code().as_deref() == Some("23505")
+                || db.message().contains("UNIQUE constraint failed")
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,330 @@
+use std::collections::HashMap;
+use std::sync::{Arc, Once};
+
+use pigeonhole::app::{self, AppState};
+use pigeonhole::auth::{self, CreatedKey};
+use pigeonhole::config::Config;
+use pigeonhole::dns_test_server::TestDnsServer;
+use pigeonhole::provider::Provider;
+use pigeonhole::provider::simulator::Simulator;
+use pigeonhole::store::Db;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+#[allow(dead_code)]
+pub struct TestApp {
+    pub base: String,
+    pub state: AppState,
+    pub db: Db,
+    pub dns: TestDnsServer,
+    pub client: reqwest::Client,
+    /// A key reaching the whole account with every scope.
+    pub key: String,
+    pub database_url: String,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+static BACKEND_NOTE: Once = Once::new();
+
+/// A fresh, empty database URL for one test.
+pub async fn fresh_database_url() -> String {
+    let name = format!("ph_test_{}", pigeonhole::ids::random_token(16));
+    match std::env::var("PIGEONHOLE_TEST_POSTGRES_URL") {
+        Ok(admin) if !admin.is_empty() => {
+            BACKEND_NOTE.call_once(|| eprintln!("tests run on PostgreSQL ({admin})"));
+            create_pg_database(&admin, &name).await
+        }
+        _ => {
+            BACKEND_NOTE.call_once(|| {
+                eprintln!("PIGEONHOLE_TEST_POSTGRES_URL is not set: tests run on SQLite, PostgreSQL skipped")
+            });
+            let dir = std::env::temp_dir().join("pigeonhole-tests");
+            let _ = std::fs::create_dir_all(&dir);
+            format!("sqlite://{}", dir.join(format!("{name}.db")).display())
+        }
+    }
+}
+
+async fn create_pg_database(admin: &str, name: &str) -> String {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(admin)
+        .await
+        .expect("connect to PIGEONHOLE_TEST_POSTGRES_URL");
+    sqlx::Executor::execute(&mut conn, format!("CREATE DATABASE {name}").as_str())
+        .await
+        .expect("create test database");
+    let _ = conn.close().await;
+    let mut url = url::Url::parse(admin).expect("PIGEONHOLE_TEST_POSTGRES_URL is a URL");
+    url.set_path(&format!("/{name}"));
+    url.to_string()
+}
+
+pub fn base_config(database_url: &str, dns: &TestDnsServer) -> HashMap<String, String> {
+    let mut m = HashMap::new();
+    m.insert("PIGEONHOLE_DATABASE_URL".into(), database_url.to_string());
+    m.insert("PIGEONHOLE_DNS_SERVERS".into(), dns.addr().to_string());
+    m.insert("PIGEONHOLE_SMTP_LISTEN".into(), String::new());
+    m.insert(
+        "PIGEONHOLE_WEBHOOK_RETRY_DELAYS".into(),
+        "0,0.05,0.1,0.15".into(),
+    );
+    m
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+pub async fn spawn_app_with(tweak: impl FnOnce(&mut HashMap<String, String>)) -> TestApp {
+    spawn_app_with_provider(tweak, |config| {
+        Arc::new(Simulator::new(config.simulator_outbox.clone()))
+    })
+    .await
+}
+
+pub async fn spawn_app_with_provider(
+    tweak: impl FnOnce(&mut HashMap<String, String>),
+    make_provider: impl FnOnce(&Config) -> Arc<dyn Provider>,
+) -> TestApp {
+    spawn_app_custom(tweak, make_provider, |_| {}).await
+}
+
+/// The most general form: settings, provider and a last look at the state.
+pub async fn spawn_app_custom(
+    tweak: impl FnOnce(&mut HashMap<String, String>),
+    make_provider: impl FnOnce(&Config) -> Arc<dyn Provider>,
+    tweak_state: impl FnOnce(&mut AppState),
+) -> TestApp {
+    let dns = TestDnsServer::start().await.expect("start test DNS server");
+    let database_url = fresh_database_url().await;
+    let mut settings = base_config(&database_url, &dns);
+    tweak(&mut settings);
+    let config = Config::from_map(&settings).expect("valid test config");
+    let db = Db::connect(&config.database_url).await.expect("connect");
+    let provider = make_provider(&config);
+    let mut state = AppState::with_provider(config, db.clone(), provider)
+        .await
+        .expect("build state");
+    tweak_state(&mut state);
+    spawn_state(state, dns, database_url).await
+}
+
+pub async fn spawn_state(state: AppState, dns: TestDnsServer, database_url: String) -> TestApp {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(app::serve(state.clone(), listener, async move {
+        let _ = rx.await;
+    }));
+    let key = auth::create_key(
+        &state.db,
+        auth::parse_new_key("test-admin", None, None, None, None).expect("key input"),
+    )
+    .await
+    .expect("create key")
+    .key;
+    TestApp {
+        base: format!("http://{addr}"),
+        db: state.db.clone(),
+        state,
+        dns,
+        client: reqwest::Client::new(),
+        key,
+        database_url,
+        shutdown: Some(tx),
+        server: Some(server),
+    }
+}
+
+pub struct Resp {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+impl TestApp {
+    pub async fn new_key(
+        &self,
+        scopes: Option<&str>,
+        domains: Option<&str>,
+        addresses: Option<&str>,
+        rate_limit: Option<u32>,
+    ) -> CreatedKey {
+        auth::create_key(
+            &self.db,
+            auth::parse_new_key("test", scopes, domains, addresses, rate_limit).expect("key input"),
+        )
+        .await
+        .expect("create key")
+    }
+
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> Resp {
+        let url = format!("{}{}", self.base, path);
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self.client.request(method, url);
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.expect("body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Resp {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.call("GET", path, Some(&self.key.clone()), None).await
+    }
+    pub async fn post(&self, path: &str, body: Value) -> Resp {
+        self.call("POST", path, Some(&self.key.clone()), Some(body))
+            .await
+    }
+    pub async fn patch(&self, path: &str, body: Value) -> Resp {
+        self.call("PATCH", path, Some(&self.key.clone()), Some(body))
+            .await
+    }
+    pub async fn delete(&self, path: &str) -> Resp {
+        self.call("DELETE", path, Some(&self.key.clone()), None)
+            .await
+    }
+
+    /// Adds and verifies a domain, returning its JSON.
+    pub async fn verified_domain(&self, name: &str) -> Value {
+        let r = self
+            .post("/api/v1/domains", serde_json::json!({ "name": name }))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let r = self
+            .post(
+                &format!("/api/v1/domains/{name}/verify"),
+                serde_json::json!({}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["status"], "verified");
+        r.body
+    }
+
+    pub async fn mailbox(&self, address: &str) -> Value {
+        let r = self
+            .post(
+                "/api/v1/mailboxes",
+                serde_json::json!({ "address": address }),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.body
+    }
+
+    /// Stops the server, letting in-flight requests finish.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.server.take() {
+            let _ = h.await;
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Polls `check` until it returns `Some`, for at most five seconds.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Asserts the spec's error body and returns it.
+pub fn assert_error(r: &Resp, status: u16, code: &str) {
+    assert_eq!(r.status, status, "{}", r.text);
+    assert_eq!(r.body["code"], code, "{}", r.text);
+    assert!(
+        r.body["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{}",
+        r.text
+    );
+}
+
+/// An inbound SMTP listener on a free loopback port, serving `db`; it stops
+/// when dropped.
+#[allow(dead_code)]
+pub struct TestSmtp {
+    pub addr: std::net::SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl Drop for TestSmtp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Starts `pigeonhole::smtp::run` on 127.0.0.1:0 with `config`.
+#[allow(dead_code)]
+pub async fn start_smtp(db: &Db, config: pigeonhole::smtp::SmtpConfig) -> TestSmtp {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind smtp");
+    let addr = listener.local_addr().expect("smtp addr");
+    let (tx, rx) = oneshot::channel::<()>();
+    tokio::spawn(pigeonhole::smtp::run(
+        listener,
+        db.clone(),
+        config,
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    TestSmtp {
+        addr,
+        shutdown: Some(tx),
+    }
+}

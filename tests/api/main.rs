@@ -1,0 +1,22 @@
+//! Black-box tests of the HTTP API, one binary with a module per area. Each
+//! test gets a fresh database: SQLite by default, PostgreSQL when
+//! `PIGEONHOLE_TEST_POSTGRES_URL` is set.
+
+mod helpers;
+
+mod auth;
+mod cli;
+mod domains;
+mod drafts;
+mod emails;
+mod errors;
+mod inbound;
+mod mailboxes;
+mod openapi;
+mod ops;
+mod received;
+mod receiver;
+mod sns;
+mod threads;
+mod webhook_delivery;
+mod webhooks;

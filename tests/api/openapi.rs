@@ -1,0 +1,407 @@
+//! The OpenAPI document describes every route, and only routes that exist.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, spawn_app};
+
+/// Every (method, path) routed in `src/api/mod.rs`, in OpenAPI template form.
+/// Add a row here with every new route: the test then fails until the route
+/// is documented in `src/api/openapi.rs`.
+const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    ("GET", "/t/o/{token}"),
+    ("POST", "/sns/ses"),
+    ("GET", "/api/v1/openapi.json"),
+    ("GET", "/api/v1/me"),
+    ("GET", "/api/v1/provider"),
+    ("GET", "/api/v1/emails"),
+    ("POST", "/api/v1/emails"),
+    ("POST", "/api/v1/emails/batch"),
+    ("GET", "/api/v1/emails/{id}"),
+    ("GET", "/api/v1/emails/{id}/attachments/{attachment_id}"),
+    ("GET", "/api/v1/suppressions"),
+    ("POST", "/api/v1/suppressions"),
+    ("DELETE", "/api/v1/suppressions/{id}"),
+    ("GET", "/api/v1/threads"),
+    ("GET", "/api/v1/threads/{id}"),
+    ("PATCH", "/api/v1/threads/{id}"),
+    ("DELETE", "/api/v1/threads/{id}"),
+    ("POST", "/api/v1/threads/{id}/reply"),
+    ("GET", "/api/v1/drafts"),
+    ("POST", "/api/v1/drafts"),
+    ("GET", "/api/v1/drafts/{id}"),
+    ("PATCH", "/api/v1/drafts/{id}"),
+    ("DELETE", "/api/v1/drafts/{id}"),
+    ("POST", "/api/v1/drafts/{id}/send"),
+    ("GET", "/api/v1/messages"),
+    ("GET", "/api/v1/messages/{id}"),
+    ("PATCH", "/api/v1/messages/{id}"),
+    ("GET", "/api/v1/messages/{id}/raw"),
+    ("GET", "/api/v1/labels"),
+    ("POST", "/api/v1/labels"),
+    ("GET", "/api/v1/labels/{id}"),
+    ("PATCH", "/api/v1/labels/{id}"),
+    ("DELETE", "/api/v1/labels/{id}"),
+    ("GET", "/api/v1/domains"),
+    ("POST", "/api/v1/domains"),
+    ("GET", "/api/v1/domains/{id}"),
+    ("PATCH", "/api/v1/domains/{id}"),
+    ("DELETE", "/api/v1/domains/{id}"),
+    ("POST", "/api/v1/domains/{id}/verify"),
+    ("GET", "/api/v1/mailboxes"),
+    ("POST", "/api/v1/mailboxes"),
+    ("GET", "/api/v1/mailboxes/{id}"),
+    ("PATCH", "/api/v1/mailboxes/{id}"),
+    ("DELETE", "/api/v1/mailboxes/{id}"),
+    ("GET", "/api/v1/webhooks"),
+    ("POST", "/api/v1/webhooks"),
+    ("GET", "/api/v1/webhooks/{id}"),
+    ("PATCH", "/api/v1/webhooks/{id}"),
+    ("DELETE", "/api/v1/webhooks/{id}"),
+    ("POST", "/api/v1/webhooks/{id}/ping"),
+    ("GET", "/api/v1/webhook-deliveries"),
+    ("GET", "/api/v1/webhook-deliveries/{id}"),
+    ("POST", "/api/v1/webhook-deliveries/{id}/replay"),
+];
+
+const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "head", "options"];
+
+const SCOPES: &[&str] = &[
+    "emails:send",
+    "emails:read",
+    "domains:read",
+    "domains:write",
+    "mailboxes:read",
+    "mailboxes:write",
+    "webhooks:read",
+    "webhooks:write",
+    "mail:read",
+    "mail:write",
+];
+
+async fn fetch(app: &TestApp) -> Value {
+    let r = app.call("GET", "/api/v1/openapi.json", None, None).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(
+        r.header("content-type")
+            .is_some_and(|t| t.starts_with("application/json")),
+        "content type {:?}",
+        r.header("content-type")
+    );
+    r.body
+}
+
+/// (METHOD, path template, operation) for every operation of the document.
+fn operations(doc: &Value) -> Vec<(String, String, Value)> {
+    let mut out = Vec::new();
+    let paths = doc["paths"].as_object().expect("paths is an object");
+    for (path, item) in paths {
+        let item = item.as_object().expect("path item is an object");
+        for (method, op) in item {
+            if METHODS.contains(&method.as_str()) {
+                out.push((method.to_uppercase(), path.clone(), op.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn concrete(path: &str) -> String {
+    path.split('/')
+        .map(|seg| {
+            if seg.starts_with('{') && seg.ends_with('}') {
+                "nope"
+            } else {
+                seg
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Follows a `$ref` to `#/components/...`.
+fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
+    match v["$ref"].as_str().and_then(|r| r.strip_prefix("#/")) {
+        Some(pointer) => doc
+            .pointer(&format!("/{pointer}"))
+            .unwrap_or_else(|| panic!("unresolved $ref {pointer}")),
+        None => v,
+    }
+}
+
+fn is_fallback(r: &crate::helpers::Resp) -> bool {
+    r.status == 404 && r.body["error"] == "route not found"
+}
+
+#[tokio::test]
+async fn every_documented_operation_is_routed_and_answers_as_documented() {
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert!(doc["info"]["title"].is_string());
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    let ops = operations(&doc);
+    assert!(ops.len() >= ROUTES.len(), "{} operations", ops.len());
+
+    // One key per missing scope: every scope but that one.
+    let mut lacking: HashMap<&str, String> = HashMap::new();
+    for s in SCOPES {
+        let others: Vec<&str> = SCOPES.iter().copied().filter(|x| x != s).collect();
+        lacking.insert(
+            s,
+            app.new_key(Some(&others.join(",")), None, None, None)
+                .await
+                .key,
+        );
+    }
+
+    for (method, path, op) in &ops {
+        let what = format!("{method} {path}");
+        let url = concrete(path);
+        let body = matches!(method.as_str(), "POST" | "PATCH" | "PUT").then(|| json!({}));
+        let scope = op["x-required-scope"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: x-required-scope is missing"));
+        assert!(
+            scope == "none" || SCOPES.contains(&scope),
+            "{what}: unknown scope {scope}"
+        );
+        assert!(op["operationId"].is_string(), "{what}: operationId");
+        let responses = op["responses"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{what}: responses"));
+        let public = op["security"].as_array().is_some_and(|a| a.is_empty());
+
+        // With the admin key the route exists and answers a documented status.
+        let r = app.call(method, &url, Some(&app.key), body.clone()).await;
+        assert!(
+            !is_fallback(&r),
+            "{what}: documented but not routed (fallback 404)"
+        );
+        assert_ne!(
+            r.status, 405,
+            "{what}: documented but the method is not routed"
+        );
+        assert!(
+            responses.contains_key(&r.status.to_string()),
+            "{what} answered {} which is not documented: {}",
+            r.status,
+            r.text
+        );
+        if r.status >= 400 && r.body.is_object() && !public {
+            assert!(r.body["error"].is_string() && r.body["code"].is_string());
+        }
+        if !public {
+            assert!(
+                r.header("x-ratelimit-limit").is_some(),
+                "{what}: rate-limit headers"
+            );
+            for h in [
+                "X-RateLimit-Limit",
+                "X-RateLimit-Remaining",
+                "X-RateLimit-Reset",
+            ] {
+                for (status, resp) in responses {
+                    let resp = resolve(&doc, resp);
+                    assert!(
+                        resp["headers"][h].is_object(),
+                        "{what} {status}: header {h} undocumented"
+                    );
+                }
+            }
+        }
+
+        // Security as documented: keyed operations refuse a call without a key.
+        let r = app.call(method, &url, None, body.clone()).await;
+        if public {
+            assert_ne!(r.status, 401, "{what} is documented as public: {}", r.text);
+        } else {
+            assert_eq!(r.status, 401, "{what} needs a key: {}", r.text);
+            assert!(responses.contains_key("401"), "{what}: 401 undocumented");
+        }
+
+        // The documented scope is the one the handler asks for. Bodies are
+        // read before the scope is checked, so a 422 for `{}` may come first.
+        if scope != "none" {
+            assert!(responses.contains_key("403"), "{what}: 403 undocumented");
+            let r = app.call(method, &url, Some(&lacking[scope]), body).await;
+            if !(body_sent(method) && r.status == 422) {
+                assert_eq!(r.status, 403, "{what} without {scope}: {}", r.text);
+                assert_eq!(r.body["required_scope"], scope, "{what}: {}", r.text);
+            }
+        }
+    }
+}
+
+fn body_sent(method: &str) -> bool {
+    matches!(method, "POST" | "PATCH" | "PUT")
+}
+
+#[tokio::test]
+async fn every_routed_path_is_documented() {
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    let documented: BTreeSet<(String, String)> = operations(&doc)
+        .into_iter()
+        .map(|(m, p, _)| (m, p))
+        .collect();
+    let missing: Vec<_> = ROUTES
+        .iter()
+        .filter(|(m, p)| !documented.contains(&(m.to_string(), p.to_string())))
+        .collect();
+    assert!(missing.is_empty(), "routed but not documented: {missing:?}");
+
+    // A second net: every `.route(...)` of the router source, with the
+    // methods chained onto it, must be documented (with or without the
+    // /api/v1 prefix of the nested router).
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/api/mod.rs"))
+        .expect("read src/api/mod.rs");
+    let mut undocumented = Vec::new();
+    for (path, methods) in routes_in_source(&source) {
+        for m in methods {
+            let plain = (m.clone(), path.clone());
+            let nested = (m.clone(), format!("/api/v1{path}"));
+            if !documented.contains(&plain) && !documented.contains(&nested) {
+                undocumented.push(format!("{m} {path}"));
+            }
+        }
+    }
+    assert!(
+        undocumented.is_empty(),
+        "routes in src/api/mod.rs missing from the OpenAPI document: {undocumented:?}"
+    );
+}
+
+/// `.route("/path", get(..).post(..))` calls of a router source: the path and
+/// the methods of each.
+fn routes_in_source(source: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut rest = source;
+    while let Some(at) = rest.find(".route(") {
+        rest = &rest[at + ".route(".len()..];
+        // The call's text, up to its matching parenthesis.
+        let mut depth = 1usize;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let call = &rest[..end];
+        let Some(open) = call.find('"') else { continue };
+        let Some(len) = call[open + 1..].find('"') else {
+            continue;
+        };
+        let path = call[open + 1..open + 1 + len].to_string();
+        let handlers = &call[open + 2 + len..];
+        let mut methods = Vec::new();
+        for m in ["get", "post", "put", "patch", "delete"] {
+            let call = format!("{m}(");
+            let routed = handlers.match_indices(&call).any(|(i, _)| {
+                !handlers[..i]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            });
+            if routed {
+                methods.push(m.to_uppercase());
+            }
+        }
+        out.push((path, methods));
+    }
+    out
+}
+
+#[test]
+fn the_source_scan_finds_chained_methods() {
+    let src = r#"
+        .route("/a", get(x::list).post(x::create))
+        .route(
+            "/a/{id}",
+            get(x::get)
+                .patch(x::update)
+                .delete(x::delete),
+        )
+        .route("/b", post(y::go))
+    "#;
+    let found = routes_in_source(src);
+    assert_eq!(
+        found,
+        vec![
+            (
+                "/a".to_string(),
+                vec!["GET".to_string(), "POST".to_string()]
+            ),
+            (
+                "/a/{id}".to_string(),
+                vec!["GET".to_string(), "PATCH".to_string(), "DELETE".to_string()]
+            ),
+            ("/b".to_string(), vec!["POST".to_string()]),
+        ]
+    );
+}
+
+/// Structural validation with the `openapi-spec-validator` PyPI package, run
+/// with `$PIGEONHOLE_TEST_PYTHON` (CI installs it into `.venv`).
+#[tokio::test]
+async fn document_passes_openapi_spec_validator() {
+    let in_ci = std::env::var("CI").as_deref() == Ok("true");
+    let python = match std::env::var("PIGEONHOLE_TEST_PYTHON") {
+        Ok(p) if !p.is_empty() => p,
+        _ => {
+            assert!(
+                !in_ci,
+                "PIGEONHOLE_TEST_PYTHON must name a python with openapi-spec-validator in CI"
+            );
+            println!("PIGEONHOLE_TEST_PYTHON is not set: openapi-spec-validator check skipped");
+            return;
+        }
+    };
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    let file = std::env::temp_dir().join(format!(
+        "pigeonhole-openapi-{}.json",
+        pigeonhole::ids::random_token(12)
+    ));
+    std::fs::write(&file, serde_json::to_vec_pretty(&doc).unwrap()).expect("write document");
+    let path = file.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(&python)
+            .args(["-m", "openapi_spec_validator"])
+            .arg(&path)
+            .output()
+    })
+    .await
+    .expect("join");
+    let _ = std::fs::remove_file(&file);
+    let output = output.expect("run openapi_spec_validator");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if !output.status.success() && !in_ci && text.contains("No module named openapi_spec_validator")
+    {
+        println!("openapi-spec-validator is not installed: check skipped ({text})");
+        return;
+    }
+    assert!(
+        output.status.success(),
+        "openapi-spec-validator refused the document: {text}"
+    );
+}
