@@ -99,14 +99,18 @@ impl Page {
     /// Appends the keyset condition, newest-first order and the limit (one
     /// extra row tells whether there is more).
     pub fn push(&self, sql: &mut Sql, time_col: &str, id_col: &str) {
+        // `t <= x AND (t < x OR id < y)` rather than `t < x OR (t = x AND
+        // id < y)`: the leading range lets both planners start the index
+        // scan at the cursor instead of filtering from the newest row, so a
+        // deep page costs what the first page does.
         if let Some((t, id)) = &self.after {
-            sql.push(&format!(" AND ({time_col} < "))
+            sql.push(&format!(" AND {time_col} <= "))
                 .bind(*t)
-                .push(&format!(" OR ({time_col} = "))
+                .push(&format!(" AND ({time_col} < "))
                 .bind(*t)
-                .push(&format!(" AND {id_col} < "))
+                .push(&format!(" OR {id_col} < "))
                 .bind(id.clone())
-                .push("))");
+                .push(")");
         }
         sql.push(&format!(
             " ORDER BY {time_col} DESC, {id_col} DESC LIMIT {}",

@@ -56,9 +56,7 @@ pub async fn list(
         }
     }
     if let Some(text) = params.text("q") {
-        q.push(" AND t.id IN (SELECT m.thread_id FROM messages m WHERE 1 = 1");
-        search::push_match(&mut q, s.db.backend(), "m", text);
-        q.push(")");
+        search::push_thread_match(&mut q, &s.db, "t", text).await?;
     }
     match params.flag(&mut p, "unread") {
         Some(true) => {

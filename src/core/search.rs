@@ -2,7 +2,7 @@
 //! FTS5 (a contentless index kept in step by hand) and PostgreSQL tsvector
 //! (a generated column with a GIN index).
 
-use crate::store::{Backend, Sql, Tx};
+use crate::store::{Backend, Db, RowExt, Sql, Tx};
 
 /// Words of a user query, stripped of everything FTS syntax could misread.
 fn terms(q: &str) -> Vec<String> {
@@ -23,11 +23,7 @@ pub fn push_match(sql: &mut Sql, backend: Backend, alias: &str, q: &str) {
     }
     match backend {
         Backend::Sqlite => {
-            let expr = words
-                .iter()
-                .map(|w| format!("\"{w}\""))
-                .collect::<Vec<_>>()
-                .join(" ");
+            let expr = fts_expression(q).unwrap_or_default();
             sql.push(&format!(
                 " AND {alias}.seq IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH "
             ))
@@ -42,6 +38,110 @@ pub fn push_match(sql: &mut Sql, backend: Backend, alias: &str, q: &str) {
             .push(")");
         }
     }
+}
+
+/// How a thread list finds the threads whose messages match, on SQLite.
+/// Which is cheap depends on how many messages match: see [`ThreadShape::for_matches`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadShape {
+    /// Collect the matching threads, then sort them: cheap when few match.
+    Collect,
+    /// Walk threads newest first, checking each one's messages against the
+    /// set of matching rowids, built once.
+    Walk,
+    /// Walk threads newest first, asking the index about each message: for
+    /// words so common that building their whole set would cost more than
+    /// the few threads a page needs.
+    Probe,
+}
+
+/// Up to this many matching messages, collecting and sorting is cheapest.
+const FEW_MATCHES: i64 = 1_000;
+/// Above this many, building the set of matches costs more than probing.
+const MANY_MATCHES: i64 = 150_000;
+
+impl ThreadShape {
+    pub fn for_matches(count: i64) -> ThreadShape {
+        if count <= FEW_MATCHES {
+            ThreadShape::Collect
+        } else if count <= MANY_MATCHES {
+            ThreadShape::Walk
+        } else {
+            ThreadShape::Probe
+        }
+    }
+}
+
+/// Appends ` AND <thread alias>.id` is one with a message matching `q`.
+///
+/// On SQLite the cost of each way of asking grows with a different thing
+/// (matches, or threads walked), so it counts the matches first, up to a
+/// bound, and picks the shape that stays cheap. PostgreSQL's planner makes
+/// that choice itself from the tsvector statistics.
+pub async fn push_thread_match(
+    sql: &mut Sql,
+    db: &Db,
+    alias: &str,
+    q: &str,
+) -> Result<(), sqlx::Error> {
+    if db.backend() == Backend::Postgres {
+        sql.push(&format!(
+            " AND {alias}.id IN (SELECT m.thread_id FROM messages m WHERE 1 = 1"
+        ));
+        push_match(sql, Backend::Postgres, "m", q);
+        sql.push(")");
+        return Ok(());
+    }
+    let Some(expr) = fts_expression(q) else {
+        sql.push(" AND 1 = 0");
+        return Ok(());
+    };
+    let count = Sql::new(
+        "SELECT COUNT(*) AS n FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ",
+    )
+    .bind(expr.clone())
+    .push(&format!(" LIMIT {})", MANY_MATCHES + 1))
+    .fetch_one(db.reader())
+    .await?
+    .int("n")?;
+    push_thread_shape(sql, alias, &expr, ThreadShape::for_matches(count));
+    Ok(())
+}
+
+/// Appends the SQLite condition of one shape (public for the tests that
+/// hold every shape to the same answer).
+pub fn push_thread_shape(sql: &mut Sql, alias: &str, expr: &str, shape: ThreadShape) {
+    match shape {
+        ThreadShape::Collect => sql.push(&format!(
+            " AND {alias}.id IN (SELECT m.thread_id FROM messages m WHERE m.seq IN \
+             (SELECT rowid FROM messages_fts WHERE messages_fts MATCH "
+        )),
+        ThreadShape::Walk => sql.push(&format!(
+            " AND EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = {alias}.id AND m.seq IN \
+             (SELECT rowid FROM messages_fts WHERE messages_fts MATCH "
+        )),
+        ThreadShape::Probe => sql.push(&format!(
+            " AND EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = {alias}.id AND EXISTS \
+             (SELECT 1 FROM messages_fts WHERE messages_fts.rowid = m.seq AND messages_fts MATCH "
+        )),
+    };
+    sql.bind(expr.to_string()).push("))");
+}
+
+/// The FTS5 expression for a user query: every word, each quoted, all
+/// required. None when the query has no words.
+pub fn fts_expression(q: &str) -> Option<String> {
+    let words = terms(q);
+    if words.is_empty() {
+        return None;
+    }
+    Some(
+        words
+            .iter()
+            .map(|w| format!("\"{w}\""))
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }
 
 /// Indexes a message just inserted (PostgreSQL's column maintains itself).
@@ -79,4 +179,30 @@ pub async fn unindex_messages(
         q.execute(&mut **tx).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shape_follows_the_number_of_matches() {
+        assert_eq!(ThreadShape::for_matches(0), ThreadShape::Collect);
+        assert_eq!(ThreadShape::for_matches(FEW_MATCHES), ThreadShape::Collect);
+        assert_eq!(ThreadShape::for_matches(FEW_MATCHES + 1), ThreadShape::Walk);
+        assert_eq!(ThreadShape::for_matches(MANY_MATCHES), ThreadShape::Walk);
+        assert_eq!(
+            ThreadShape::for_matches(MANY_MATCHES + 1),
+            ThreadShape::Probe
+        );
+    }
+
+    #[test]
+    fn queries_become_quoted_words() {
+        assert_eq!(
+            fts_expression("Hello, \"world\" OR x*").as_deref(),
+            Some("\"hello\" \"world\" \"or\" \"x\"")
+        );
+        assert_eq!(fts_expression(" -*- "), None);
+    }
 }

@@ -336,7 +336,21 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         sqlite: INBOX_INDEXES,
         postgres: INBOX_INDEXES,
     },
+    Migration {
+        version: 8,
+        name: "search statistics",
+        // SQLite's FTS5 index needs no planner statistics.
+        sqlite: "SELECT 1;",
+        postgres: SEARCH_STATISTICS,
+    },
 ];
+
+/// With the default sample the planner guesses a rare word's frequency from
+/// the commonest ones, and picks a walk of every message for it; a larger
+/// sample of the tsvector lets it see that the GIN index is the cheap path.
+const SEARCH_STATISTICS: &str = r#"
+ALTER TABLE messages ALTER COLUMN search SET STATISTICS 1000;
+"#;
 
 /// `GET /threads?mailbox=<address>` filters on `threads.mailbox`: without this
 /// index a quiet or new mailbox walks every thread of the account.

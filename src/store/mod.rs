@@ -273,6 +273,7 @@ impl Db {
                     // A ping on every checkout costs a round trip per query;
                     // broken connections surface as errors instead.
                     .test_before_acquire(false)
+                    .after_connect(postgres_settings)
                     .connect_with(opts)
                     .await?;
                 Db {
@@ -346,6 +347,21 @@ fn sqlite_pragmas(
         ] {
             Sql::new(pragma).execute(&mut *conn).await?;
         }
+        Ok(())
+    })
+}
+
+fn postgres_settings(
+    conn: &mut sqlx::AnyConnection,
+    _: sqlx::pool::PoolConnectionMetadata,
+) -> ConnectFuture<'_> {
+    Box::pin(async move {
+        // Statements are prepared once per connection; a generic plan chosen
+        // after a few runs would fit a search for a common word to every
+        // word, however rare. Plan each run for its own values.
+        Sql::new("SET plan_cache_mode = force_custom_plan")
+            .execute(&mut *conn)
+            .await?;
         Ok(())
     })
 }

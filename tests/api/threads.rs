@@ -481,3 +481,49 @@ async fn threads_and_labels_respect_reach_and_scopes() {
         1
     );
 }
+
+/// SQLite picks one of three query shapes by how many messages match; each
+/// must find exactly the threads the others find, in the same order.
+#[tokio::test]
+async fn every_search_shape_finds_the_same_threads() {
+    use pigeonhole::core::search::{self, ThreadShape};
+    use pigeonhole::store::{Backend, Sql};
+
+    let app = setup().await;
+    let first = send(&app, json!({"from": "team@example.com", "to": "ann@x.com", "subject": "Harbour plans", "text": "The ferry leaves at nine"})).await;
+    send(&app, json!({"from": "team@example.com", "to": "bob@x.com", "subject": "Budget", "text": "Numbers only"})).await;
+    let reply = send(&app, json!({"from": "team@example.com", "to": "ann@x.com", "subject": "Re: Harbour plans", "text": "Moved to ten", "in_reply_to": first["message_id"]})).await;
+    assert_eq!(reply["thread_id"], first["thread_id"]);
+    let third = send(&app, json!({"from": "team@example.com", "to": "cy@x.com", "subject": "Ferry tickets", "text": "Booked"})).await;
+
+    let expected = vec![
+        third["thread_id"].as_str().unwrap().to_string(),
+        first["thread_id"].as_str().unwrap().to_string(),
+    ];
+    let r = app.get("/api/v1/threads?q=ferry").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(ids(&r.body), expected);
+    assert_eq!(
+        ids(&app.get("/api/v1/threads?q=moved+ten").await.body),
+        expected[1..]
+    );
+    assert!(ids(&app.get("/api/v1/threads?q=nothing").await.body).is_empty());
+
+    if app.db.backend() != Backend::Sqlite {
+        return;
+    }
+    let expr = search::fts_expression("ferry").unwrap();
+    for shape in [ThreadShape::Collect, ThreadShape::Walk, ThreadShape::Probe] {
+        let mut q = Sql::new("SELECT t.id FROM threads t WHERE 1 = 1");
+        search::push_thread_shape(&mut q, "t", &expr, shape);
+        q.push(" ORDER BY t.last_message_at DESC, t.id DESC");
+        let found: Vec<String> = q
+            .fetch_all(app.db.reader())
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.text("id").unwrap())
+            .collect();
+        assert_eq!(found, expected, "{shape:?}");
+    }
+}
