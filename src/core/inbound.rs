@@ -8,6 +8,7 @@
 //! may acknowledge the message as soon as `ingest` returns `Ok`.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use mail_parser::{Address, HeaderValue, MessageParser, MimeHeaders, PartType};
 use serde_json::{Map, Value, json};
@@ -25,7 +26,7 @@ use crate::core::validate;
 use crate::ids;
 use crate::mime::compose;
 use crate::sql;
-use crate::store::{Db, RowExt, Sql, Tx, is_unique_violation};
+use crate::store::{Backend, Db, RowExt, Sql, Tx, is_unique_violation};
 
 /// A reply whose subject matches joins a thread only if that thread saw mail
 /// within this window.
@@ -188,11 +189,20 @@ pub async fn ingest(
     if targets.is_empty() {
         return Ok(Vec::new());
     }
-    let parsed = parse(raw);
+    let parsed = Arc::new(parse(raw));
+    let raw: Arc<[u8]> = Arc::from(raw);
+    let targets = Arc::new(targets);
+    let backend = db.backend();
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match store(db, &parsed, raw, &targets).await {
+        let (parsed, raw, targets) = (parsed.clone(), raw.clone(), targets.clone());
+        let stored = db
+            .write(move |tx| {
+                Box::pin(async move { store(tx, backend, &parsed, &raw, &targets).await })
+            })
+            .await;
+        match stored {
             Err(e) if attempt < STORE_ATTEMPTS && is_unique_violation(&e) => {
                 tracing::debug!(error = %e, "inbound store raced a concurrent delivery; retrying");
             }
@@ -234,18 +244,18 @@ async fn mailbox_in(tx: &mut Tx, target: &Target) -> Result<MailboxRef, sqlx::Er
     })
 }
 
+/// Writes one received message into every target mailbox, within `tx`.
 async fn store(
-    db: &Db,
+    tx: &mut Tx,
+    backend: Backend,
     p: &Parsed,
     raw: &[u8],
     targets: &[Target],
 ) -> Result<Vec<StoredInbound>, sqlx::Error> {
-    let backend = db.backend();
     let now = clock::now_micros();
-    let mut tx = db.begin().await?;
     let mut out: Vec<StoredInbound> = Vec::new();
     for target in targets {
-        let mb = mailbox_in(&mut tx, target).await?;
+        let mb = mailbox_in(tx, target).await?;
         if out.iter().any(|s| s.mailbox_id == mb.id) {
             continue;
         }
@@ -255,7 +265,7 @@ async fn store(
             &mb.id,
             &p.message_id
         )
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?;
         if let Some(r) = existing {
             out.push(StoredInbound {
@@ -275,9 +285,9 @@ async fn store(
         refs.extend(p.in_reply_to.iter().cloned());
         refs.push(p.message_id.clone());
         refs.dedup();
-        let mut thread_id = threads::by_references(&mut tx, &mb.id, &refs).await?;
+        let mut thread_id = threads::by_references(tx, &mb.id, &refs).await?;
         if thread_id.is_none() {
-            thread_id = by_subject(&mut tx, &mb.id, &p.subject, now).await?;
+            thread_id = by_subject(tx, &mb.id, &p.subject, now).await?;
         }
         let mut participants: Vec<(Option<String>, String)> = Vec::new();
         for (n, a) in std::iter::once(&p.from)
@@ -292,7 +302,7 @@ async fn store(
             }
         }
         let thread_id = threads::add_message(
-            &mut tx,
+            tx,
             backend,
             thread_id.as_deref(),
             &ThreadContribution {
@@ -345,7 +355,7 @@ async fn store(
             sent_at: None,
             received_at: Some(now),
         };
-        insert_message(&mut tx, &message, &p.search_body, raw).await?;
+        insert_message(tx, &message, &p.search_body, raw).await?;
         // One statement for all recipients (each statement is a round trip).
         let mut q = Sql::new("INSERT INTO message_recipients (message_id, kind, address) VALUES ");
         let mut rows = 0;
@@ -365,7 +375,7 @@ async fn store(
             }
         }
         if rows > 0 {
-            q.execute(&mut *tx).await?;
+            q.execute(&mut **tx).await?;
         }
         for a in &p.attachments {
             sql!(
@@ -380,13 +390,13 @@ async fn store(
                 a.inline,
                 a.content.clone()
             )
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         }
-        search::index_message(&mut tx, backend, &message.id, &p.subject, &p.search_body).await?;
-        touch_contacts(&mut tx, &mb, p, now).await?;
+        search::index_message(tx, backend, &message.id, &p.subject, &p.search_body).await?;
+        touch_contacts(tx, &mb, p, now).await?;
         events::emit(
-            &mut tx,
+            tx,
             "mail.received",
             Some(&mb.id),
             json!({ "email": message.summary_json(), "received_at": clock::iso(now) }),
@@ -401,7 +411,6 @@ async fn store(
             duplicate: false,
         });
     }
-    tx.commit().await?;
     Ok(out)
 }
 

@@ -27,7 +27,7 @@ use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::provider::{OutgoingMessage, ProviderError};
 use crate::sql;
-use crate::store::{RowExt, Sql};
+use crate::store::{Backend, RowExt, Sql, Tx};
 
 pub const MAX_ATTACHMENTS: usize = 20;
 pub const MAX_RECIPIENTS: usize = 50;
@@ -593,17 +593,27 @@ pub async fn send(
         sent_at: (status == "sent").then_some(done_at),
         received_at: None,
     };
-    let message = record(
-        state,
-        &input,
-        message,
-        new_mailbox.then_some(&mailbox),
-        open_token,
-        &search_body,
-        done_at,
-        event,
-    )
-    .await?;
+    let backend = state.db.backend();
+    let new_mailbox = new_mailbox.then_some(mailbox);
+    let message = state
+        .db
+        .write(move |tx| {
+            Box::pin(async move {
+                record(
+                    tx,
+                    backend,
+                    &input,
+                    message,
+                    new_mailbox.as_ref(),
+                    open_token,
+                    &search_body,
+                    done_at,
+                    event,
+                )
+                .await
+            })
+        })
+        .await?;
     match failure {
         None => {
             state.quota.record(recipients.len());
@@ -613,10 +623,11 @@ pub async fn send(
     }
 }
 
-/// Writes a send attempt and everything it touches in one transaction.
+/// Writes a send attempt and everything it touches within `tx`.
 #[allow(clippy::too_many_arguments)]
 async fn record(
-    state: &AppState,
+    tx: &mut Tx,
+    backend: Backend,
     input: &SendInput,
     mut m: Message,
     new_mailbox: Option<&Mailbox>,
@@ -625,10 +636,8 @@ async fn record(
     done_at: i64,
     event: &str,
 ) -> Result<Message, ApiError> {
-    let backend = state.db.backend();
-    let mut tx = state.db.begin().await?;
     if let Some(mb) = new_mailbox {
-        mailboxes::insert(&mut tx, mb).await?;
+        mailboxes::insert(tx, mb).await?;
     }
     let existing = match &input.thread_id {
         Some(tid) => Some(tid.clone()),
@@ -637,14 +646,14 @@ async fn record(
             if let Some(irt) = &input.in_reply_to {
                 refs.push(irt.clone());
             }
-            threads::by_references(&mut tx, &m.mailbox_id, &refs).await?
+            threads::by_references(tx, &m.mailbox_id, &refs).await?
         }
     };
     let mut participants: Vec<Named> = vec![input.from.clone()];
     participants.extend(input.to.iter().cloned());
     participants.extend(input.cc.iter().cloned());
     m.thread_id = threads::add_message(
-        &mut tx,
+        tx,
         backend,
         existing.as_deref(),
         &ThreadContribution {
@@ -697,7 +706,7 @@ async fn record(
         m.created_at,
         m.sent_at
     )
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
     let mut rcpt = Sql::new("INSERT INTO message_recipients (message_id, kind, address) VALUES ");
     let mut first = true;
@@ -717,7 +726,7 @@ async fn record(
         }
     }
     if !first {
-        rcpt.execute(&mut *tx).await?;
+        rcpt.execute(&mut **tx).await?;
     }
     for a in &input.attachments {
         sql!(
@@ -732,10 +741,10 @@ async fn record(
             a.content_id.is_some(),
             a.content.clone()
         )
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     }
-    search::index_message(&mut tx, backend, &m.id, &m.subject, search_body).await?;
+    search::index_message(tx, backend, &m.id, &m.subject, search_body).await?;
     if m.status == "sent" {
         sql!(
             "INSERT INTO message_events (id, message_id, type, recipient, detail, occurred_at, created_at) \
@@ -744,15 +753,14 @@ async fn record(
             &m.id,
             done_at
         )
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     }
     let mut data = json!({ "email": m.summary_json(), "occurred_at": clock::iso(done_at) });
     if m.status == "sent" {
         data["sent_at"] = json!(clock::iso(done_at));
     }
-    events::emit(&mut tx, event, Some(&m.mailbox_id), data).await?;
-    tx.commit().await?;
+    events::emit(tx, event, Some(&m.mailbox_id), data).await?;
     Ok(m)
 }
 

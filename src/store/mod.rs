@@ -12,7 +12,11 @@ use std::time::Duration;
 use sqlx::any::{AnyArguments, AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{Any, AnyPool, Arguments, ConnectOptions, Executor, Row};
 
+mod group;
 mod migrations;
+
+use group::GroupWriter;
+pub use group::JobFuture;
 
 pub type Tx = sqlx::Transaction<'static, Any>;
 
@@ -28,6 +32,8 @@ pub enum Backend {
 #[derive(Clone)]
 pub struct Db {
     writer: AnyPool,
+    /// SQLite only: batches request writes into shared transactions.
+    group: Option<GroupWriter>,
     reader: AnyPool,
     backend: Backend,
 }
@@ -260,6 +266,7 @@ impl Db {
                     .connect_with(opts)
                     .await?;
                 Db {
+                    group: Some(GroupWriter::start(writer.clone())),
                     writer,
                     reader,
                     backend,
@@ -278,6 +285,7 @@ impl Db {
                     .await?;
                 Db {
                     writer: pool.clone(),
+                    group: None,
                     reader: pool,
                     backend,
                 }
@@ -304,6 +312,25 @@ impl Db {
     /// Starts a write transaction.
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
         self.writer.begin().await
+    }
+
+    /// Runs `work` in a write transaction and commits it; an `Err` from
+    /// `work` rolls back what it wrote. On SQLite the transaction is shared
+    /// with other writes queued at the same moment (see `group`); on
+    /// PostgreSQL each call has its own, since writers there run side by side.
+    pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<sqlx::Error> + Send + 'static,
+        F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
+    {
+        if let Some(group) = &self.group {
+            return group.write(work).await;
+        }
+        let mut tx = self.begin().await?;
+        let value = work(&mut tx).await?;
+        tx.commit().await?;
+        Ok(value)
     }
 
     pub async fn ping(&self) -> Result<(), sqlx::Error> {

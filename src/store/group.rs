@@ -1,0 +1,217 @@
+//! Group commit for SQLite's single writer connection.
+//!
+//! SQLite allows one writer; giving every request its own transaction makes
+//! each one pay a BEGIN, a COMMIT, a WAL write of every page it touched and a
+//! new full-text segment, one after another. Instead, requests hand their
+//! write to one task that runs whatever is queued inside a single
+//! transaction, each job under its own savepoint so that a job that fails
+//! leaves no trace and does not disturb the others. A job's caller hears of
+//! success only after the shared COMMIT.
+//!
+//! A job keeps running when its caller goes away (say, an HTTP client that
+//! disconnects): a send the provider accepted is still recorded.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use sqlx::AnyPool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Sql, Tx};
+
+/// At most this many jobs share one transaction, so that one commit never
+/// waits on an unbounded amount of work.
+const MAX_BATCH: usize = 128;
+
+pub type JobFuture<'t, T> = Pin<Box<dyn Future<Output = T> + Send + 't>>;
+
+/// Delivers a job's result once the batch's fate is known: `None` when the
+/// commit succeeded, or the reason it did not.
+type Deliver = Box<dyn FnOnce(Option<String>) + Send>;
+
+/// A queued job: runs against the batch's transaction and tells whether it
+/// succeeded (its savepoint is kept) or failed (rolled back).
+type Job = Box<dyn for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, (bool, Deliver)> + Send>;
+
+#[derive(Clone)]
+pub struct GroupWriter {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl GroupWriter {
+    /// Starts the task that owns the writer side. It ends when every handle
+    /// is dropped.
+    pub fn start(pool: AnyPool) -> GroupWriter {
+        let (jobs, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(pool, rx));
+        GroupWriter { jobs }
+    }
+
+    /// Runs `work` in a transaction shared with other queued writes and
+    /// returns its result once that transaction has committed. An `Err` from
+    /// `work` rolls back exactly what `work` wrote.
+    pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<sqlx::Error> + Send + 'static,
+        F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel::<Result<T, E>>();
+        let job: Job = Box::new(move |tx: &mut Tx| {
+            Box::pin(async move {
+                let result = work(tx).await;
+                let ok = result.is_ok();
+                let deliver: Deliver = Box::new(move |commit_error: Option<String>| {
+                    let outcome = match (result, commit_error) {
+                        (Ok(value), None) => Ok(value),
+                        (Ok(_), Some(why)) => Err(E::from(batch_error(why))),
+                        (Err(e), _) => Err(e),
+                    };
+                    // The caller may have gone; the write stands regardless.
+                    let _ = reply.send(outcome);
+                });
+                (ok, deliver)
+            })
+        });
+        if self.jobs.send(job).is_err() {
+            return Err(E::from(batch_error(
+                "the database writer has stopped".into(),
+            )));
+        }
+        match answer.await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(E::from(batch_error(
+                "the write could not be run (see the log)".into(),
+            ))),
+        }
+    }
+}
+
+fn batch_error(why: String) -> sqlx::Error {
+    sqlx::Error::Protocol(format!("group commit failed: {why}"))
+}
+
+async fn run(pool: AnyPool, mut rx: mpsc::UnboundedReceiver<Job>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        run_batch(&pool, batch).await;
+    }
+}
+
+async fn run_batch(pool: &AnyPool, batch: Vec<Job>) {
+    let mut tx = match pool.begin().await {
+        Ok(tx) => tx,
+        Err(e) => {
+            tracing::error!(error = %e, "group commit: could not begin a transaction");
+            // Jobs that never ran are dropped; their callers hear of it.
+            return;
+        }
+    };
+    let mut delivers = Vec::with_capacity(batch.len());
+    for job in batch {
+        if let Err(e) = savepoint(&mut tx, "SAVEPOINT job").await {
+            tracing::error!(error = %e, "group commit: savepoint failed");
+            fail_all(delivers, e.to_string());
+            return;
+        }
+        let (ok, deliver) = job(&mut tx).await;
+        let closing = if ok {
+            savepoint(&mut tx, "RELEASE job").await
+        } else {
+            match savepoint(&mut tx, "ROLLBACK TO job").await {
+                Ok(()) => savepoint(&mut tx, "RELEASE job").await,
+                Err(e) => Err(e),
+            }
+        };
+        delivers.push(deliver);
+        if let Err(e) = closing {
+            tracing::error!(error = %e, "group commit: closing a savepoint failed");
+            fail_all(delivers, e.to_string());
+            return;
+        }
+    }
+    match tx.commit().await {
+        Ok(()) => delivers.into_iter().for_each(|d| d(None)),
+        Err(e) => {
+            tracing::error!(error = %e, "group commit: commit failed");
+            fail_all(delivers, e.to_string());
+        }
+    }
+}
+
+fn fail_all(delivers: Vec<Deliver>, why: String) {
+    for d in delivers {
+        d(Some(why.clone()));
+    }
+}
+
+// Boxed so that the spawned task's future is plainly `Send` (the borrow of
+// the connection otherwise trips a higher-ranked lifetime check).
+fn savepoint<'a>(
+    tx: &'a mut Tx,
+    statement: &'static str,
+) -> JobFuture<'a, Result<(), sqlx::Error>> {
+    Box::pin(async move { Sql::new(statement).execute(&mut **tx).await.map(|_| ()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sql;
+    use crate::store::{Db, RowExt};
+
+    #[tokio::test]
+    async fn a_failed_job_leaves_no_trace_and_spares_its_batch() {
+        let path =
+            std::env::temp_dir().join(format!("ph-group-{}.db", crate::ids::random_token(10)));
+        let db = Db::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let mut waits = Vec::new();
+        for i in 0..50i64 {
+            let db = db.clone();
+            waits.push(tokio::spawn(async move {
+                db.write(move |tx| {
+                    Box::pin(async move {
+                        sql!(
+                            "INSERT INTO settings (key, value) VALUES ($1, 'x')",
+                            format!("k{i}")
+                        )
+                        .execute(&mut **tx)
+                        .await?;
+                        if i % 7 == 3 {
+                            return Err(sqlx::Error::Protocol("refused".into()));
+                        }
+                        Ok(i)
+                    })
+                })
+                .await
+            }));
+        }
+        for (i, w) in waits.into_iter().enumerate() {
+            let result = w.await.unwrap();
+            assert_eq!(result.is_ok(), i % 7 != 3, "job {i}");
+        }
+        let rows = sql!("SELECT key FROM settings WHERE key LIKE 'k%'")
+            .fetch_all(db.reader())
+            .await
+            .unwrap();
+        let mut keys: Vec<String> = rows.iter().map(|r| r.text("key").unwrap()).collect();
+        keys.sort();
+        let mut expected: Vec<String> = (0..50)
+            .filter(|i| i % 7 != 3)
+            .map(|i| format!("k{i}"))
+            .collect();
+        expected.sort();
+        assert_eq!(keys, expected);
+        db.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+}
