@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::clock;
 use crate::ids;
 use crate::sql;
-use crate::store::Tx;
+use crate::store::{Sql, Tx};
 
 /// Every event name the service emits. A webhook subscribed to `*` gets all of
 /// them, including ones added later.
@@ -35,18 +35,24 @@ pub async fn emit(
     mailbox_id: Option<&str>,
     data: Value,
 ) -> Result<String, sqlx::Error> {
+    let (id, insert) = emit_statement(event_type, mailbox_id, data);
+    insert.execute(&mut **tx).await?;
+    Ok(id)
+}
+
+/// The event id and the INSERT that writes the event, for callers that
+/// batch their statements (it must run in the business transaction).
+pub fn emit_statement(event_type: &str, mailbox_id: Option<&str>, data: Value) -> (String, Sql) {
     let id = ids::new_id("evt");
     let now = clock::now_micros();
     let payload = json!({ "type": event_type, "created_at": clock::iso(now), "data": data });
-    sql!(
+    let insert = sql!(
         "INSERT INTO events (id, type, mailbox_id, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
         &id,
         event_type,
         mailbox_id,
         payload.to_string(),
         now
-    )
-    .execute(&mut **tx)
-    .await?;
-    Ok(id)
+    );
+    (id, insert)
 }

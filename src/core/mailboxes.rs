@@ -168,6 +168,11 @@ pub async fn create(
 
 /// Inserts a mailbox row (also used when a first send creates one).
 pub async fn insert(tx: &mut Tx, m: &Mailbox) -> Result<(), sqlx::Error> {
+    insert_statement(m).execute(&mut **tx).await.map(|_| ())
+}
+
+/// The INSERT of a new mailbox, for callers that batch their statements.
+pub fn insert_statement(m: &Mailbox) -> Sql {
     sql!(
         "INSERT INTO mailboxes (id, address, domain, domain_id, display_name, signature, \
          is_catch_all, is_default, color, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -182,9 +187,6 @@ pub async fn insert(tx: &mut Tx, m: &Mailbox) -> Result<(), sqlx::Error> {
         &m.color,
         m.created_at
     )
-    .execute(&mut **tx)
-    .await
-    .map(|_| ())
 }
 
 /// One default mailbox in the account, one catch-all per domain: setting the

@@ -152,17 +152,31 @@ pub async fn index_message(
     subject: &str,
     body: &str,
 ) -> Result<(), sqlx::Error> {
-    if backend == Backend::Sqlite {
-        Sql::new("INSERT INTO messages_fts (rowid, subject, body) SELECT seq, ")
-            .bind(subject)
-            .push(", ")
-            .bind(body)
-            .push(" FROM messages WHERE id = ")
-            .bind(message_id)
-            .execute(&mut **tx)
-            .await?;
+    if let Some(insert) = index_statement(backend, message_id, subject, body) {
+        insert.execute(&mut **tx).await?;
     }
     Ok(())
+}
+
+/// The statement that indexes a message just inserted, if the backend
+/// needs one.
+pub fn index_statement(
+    backend: Backend,
+    message_id: &str,
+    subject: &str,
+    body: &str,
+) -> Option<Sql> {
+    if backend != Backend::Sqlite {
+        return None;
+    }
+    let mut insert = Sql::new("INSERT INTO messages_fts (rowid, subject, body) SELECT seq, ");
+    insert
+        .bind(subject)
+        .push(", ")
+        .bind(body)
+        .push(" FROM messages WHERE id = ")
+        .bind(message_id);
+    Some(insert)
 }
 
 /// Removes messages of the given ids from the index before they are deleted.

@@ -27,7 +27,7 @@ use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::provider::{OutgoingMessage, ProviderError};
 use crate::sql;
-use crate::store::{Backend, RowExt, Sql, Tx};
+use crate::store::{Backend, RowExt, Sql, Tx, execute_all};
 
 pub const MAX_ATTACHMENTS: usize = 20;
 pub const MAX_RECIPIENTS: usize = 50;
@@ -636,8 +636,11 @@ async fn record(
     done_at: i64,
     event: &str,
 ) -> Result<Message, ApiError> {
+    // Reads come first; every write is collected and sent at the end as one
+    // batch (see `store::execute_all`).
+    let mut writes: Vec<Sql> = Vec::new();
     if let Some(mb) = new_mailbox {
-        mailboxes::insert(tx, mb).await?;
+        writes.push(mailboxes::insert_statement(mb));
     }
     let existing = match &input.thread_id {
         Some(tid) => Some(tid.clone()),
@@ -652,7 +655,7 @@ async fn record(
     let mut participants: Vec<Named> = vec![input.from.clone()];
     participants.extend(input.to.iter().cloned());
     participants.extend(input.cc.iter().cloned());
-    m.thread_id = threads::add_message(
+    let (thread_id, thread_change) = threads::add_message_statement(
         tx,
         backend,
         existing.as_deref(),
@@ -670,7 +673,9 @@ async fn record(
         },
     )
     .await?;
-    sql!(
+    m.thread_id = thread_id;
+    writes.push(thread_change);
+    writes.push(sql!(
         "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder, \
          message_id, provider_message_id, from_address, from_name, to_addresses, cc_addresses, \
          bcc_addresses, reply_to, subject, text_body, html_body, search_body, headers, in_reply_to, \
@@ -705,9 +710,7 @@ async fn record(
         m.api_key_id.clone(),
         m.created_at,
         m.sent_at
-    )
-    .execute(&mut **tx)
-    .await?;
+    ));
     let mut rcpt = Sql::new("INSERT INTO message_recipients (message_id, kind, address) VALUES ");
     let mut first = true;
     for (kind, list) in [("to", &input.to), ("cc", &input.cc), ("bcc", &input.bcc)] {
@@ -726,10 +729,10 @@ async fn record(
         }
     }
     if !first {
-        rcpt.execute(&mut **tx).await?;
+        writes.push(rcpt);
     }
     for a in &input.attachments {
-        sql!(
+        writes.push(sql!(
             "INSERT INTO attachments (id, message_id, filename, content_type, size, content_id, inline, content) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             ids::new_id("att"),
@@ -740,27 +743,29 @@ async fn record(
             a.content_id.clone(),
             a.content_id.is_some(),
             a.content.clone()
-        )
-        .execute(&mut **tx)
-        .await?;
+        ));
     }
-    search::index_message(tx, backend, &m.id, &m.subject, search_body).await?;
+    writes.extend(search::index_statement(
+        backend,
+        &m.id,
+        &m.subject,
+        search_body,
+    ));
     if m.status == "sent" {
-        sql!(
+        writes.push(sql!(
             "INSERT INTO message_events (id, message_id, type, recipient, detail, occurred_at, created_at) \
              VALUES ($1, $2, 'send', NULL, NULL, $3, $3)",
             ids::new_id("mev"),
             &m.id,
             done_at
-        )
-        .execute(&mut **tx)
-        .await?;
+        ));
     }
     let mut data = json!({ "email": m.summary_json(), "occurred_at": clock::iso(done_at) });
     if m.status == "sent" {
         data["sent_at"] = json!(clock::iso(done_at));
     }
-    events::emit(tx, event, Some(&m.mailbox_id), data).await?;
+    writes.push(events::emit_statement(event, Some(&m.mailbox_id), data).1);
+    execute_all(tx, backend, &writes).await?;
     Ok(m)
 }
 

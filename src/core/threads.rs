@@ -79,6 +79,20 @@ pub async fn add_message(
     thread_id: Option<&str>,
     c: &ThreadContribution<'_>,
 ) -> Result<String, sqlx::Error> {
+    let (id, change) = add_message_statement(tx, backend, thread_id, c).await?;
+    change.execute(&mut **tx).await?;
+    Ok(id)
+}
+
+/// As [`add_message`], but returns the thread id and the INSERT or UPDATE
+/// still to run, for callers that batch their statements. Reads (and on
+/// PostgreSQL locks) an existing thread within `tx`.
+pub async fn add_message_statement(
+    tx: &mut Tx,
+    backend: Backend,
+    thread_id: Option<&str>,
+    c: &ThreadContribution<'_>,
+) -> Result<(String, Sql), sqlx::Error> {
     let participants_json = |list: &[(Option<String>, String)]| -> String {
         Value::Array(
             list.iter()
@@ -133,13 +147,12 @@ pub async fn add_message(
                     .bind(snippet(c.snippet_source));
             }
             q.push(" WHERE id = ").bind(id);
-            q.execute(&mut **tx).await?;
-            return Ok(id.to_string());
+            return Ok((id.to_string(), q));
         }
     }
     let id = ids::new_id("thr");
     let subject = normalize_subject(c.subject);
-    sql!(
+    let insert = sql!(
         "INSERT INTO threads (id, mailbox_id, mailbox, domain, subject, normalized_subject, snippet, \
          folders, participants, message_count, unread_count, is_starred, has_attachments, \
          last_message_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, 0, $11, $12, $13)",
@@ -156,10 +169,8 @@ pub async fn add_message(
         c.has_attachments,
         c.at,
         clock::now_micros()
-    )
-    .execute(&mut **tx)
-    .await?;
-    Ok(id)
+    );
+    Ok((id, insert))
 }
 
 /// Folders are stored as `,inbox,sent,` so that one folder is a LIKE away.

@@ -195,6 +195,70 @@ impl Sql {
     }
 }
 
+impl Sql {
+    /// Appends `other` as a further statement, its placeholders renumbered
+    /// after this one's. Placeholders are `$n` outside quoted literals.
+    fn append_statement(&mut self, other: &Sql) {
+        let offset = self.args.len();
+        if !self.text.trim_end().ends_with(';') {
+            self.text.push(';');
+        }
+        self.text.push('\n');
+        let mut chars = other.text.chars().peekable();
+        let mut quoted = false;
+        while let Some(c) = chars.next() {
+            self.text.push(c);
+            if c == '\'' {
+                quoted = !quoted;
+            } else if c == '$' && !quoted {
+                let mut digits = String::new();
+                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                    digits.push(*d);
+                    chars.next();
+                }
+                match digits.parse::<usize>() {
+                    Ok(n) => self.text.push_str(&(n + offset).to_string()),
+                    Err(_) => self.text.push_str(&digits),
+                }
+            }
+        }
+        self.args.extend(other.args.iter().cloned());
+    }
+}
+
+/// Runs statements that return no rows, in order, stopping at the first
+/// error. On SQLite they go to the connection as one multi-statement call:
+/// one trip to its thread instead of one per statement, which is most of
+/// what a small write costs. PostgreSQL's protocol takes one statement with
+/// parameters per call, so there they run one by one.
+pub async fn execute_all(
+    conn: &mut sqlx::AnyConnection,
+    backend: Backend,
+    statements: &[Sql],
+) -> Result<(), sqlx::Error> {
+    match backend {
+        Backend::Sqlite => {
+            let mut all = Sql::default();
+            for s in statements {
+                if all.text.is_empty() {
+                    all = s.clone();
+                } else {
+                    all.append_statement(s);
+                }
+            }
+            if !all.text.is_empty() {
+                all.execute(&mut *conn).await?;
+            }
+        }
+        Backend::Postgres => {
+            for s in statements {
+                s.execute(&mut *conn).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Builds a [`Sql`] from text with `$n` placeholders and the values in order.
 #[macro_export]
 macro_rules! sql {
@@ -411,5 +475,71 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
                 || db.message().contains("UNIQUE constraint failed")
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appended_statements_number_their_placeholders_after_the_first() {
+        let mut all = sql!("INSERT INTO a VALUES ($1, $2, 'x$1')", 1i64, "b");
+        all.append_statement(&sql!(
+            "UPDATE c SET d = $1 WHERE e = '$2' AND f = $2",
+            "g",
+            7i64
+        ));
+        assert_eq!(
+            all.text(),
+            "INSERT INTO a VALUES ($1, $2, 'x$1');\nUPDATE c SET d = $3 WHERE e = '$2' AND f = $4"
+        );
+        assert_eq!(
+            all.args,
+            vec![
+                Value::from(1i64),
+                Value::from("b"),
+                Value::from("g"),
+                Value::from(7i64)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn execute_all_runs_every_statement_on_sqlite() {
+        let path =
+            std::env::temp_dir().join(format!("ph-exec-{}.db", crate::ids::random_token(10)));
+        let db = Db::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let mut conn = db.writer().acquire().await.unwrap();
+        let statements: Vec<Sql> = (0..5i64)
+            .map(|i| {
+                sql!(
+                    "INSERT INTO settings (key, value) VALUES ($1, $2)",
+                    format!("x{i}"),
+                    format!("v{i}")
+                )
+            })
+            .collect();
+        execute_all(&mut conn, Backend::Sqlite, &statements)
+            .await
+            .unwrap();
+        let rows = sql!("SELECT key, value FROM settings WHERE key LIKE 'x%' ORDER BY key")
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        let got: Vec<(String, String)> = rows
+            .iter()
+            .map(|r| (r.text("key").unwrap(), r.text("value").unwrap()))
+            .collect();
+        let want: Vec<(String, String)> =
+            (0..5).map(|i| (format!("x{i}"), format!("v{i}"))).collect();
+        assert_eq!(got, want);
+        drop(conn);
+        db.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
     }
 }
