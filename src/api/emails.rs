@@ -192,9 +192,18 @@ pub async fn batch(
     idempotent(&s, &key, "POST /emails/batch", &headers, &request, || async {
         let mut results = Vec::with_capacity(items.len());
         let (mut sent, mut failed) = (0, 0);
-        for (index, item) in items.into_iter().enumerate() {
-            let outcome = match parse_send(item).and_then(sending::validate) {
-                Ok(input) => sending::send(&s, &key, input).await,
+        // Sends are attempted in order, one at a time; their records are
+        // committed behind them and waited for together.
+        let mut started = Vec::with_capacity(items.len());
+        for item in items {
+            started.push(match parse_send(item).and_then(sending::validate) {
+                Ok(input) => sending::start(&s, &key, input).await,
+                Err(e) => Err(e),
+            });
+        }
+        for (index, pending) in started.into_iter().enumerate() {
+            let outcome = match pending {
+                Ok(p) => p.finish().await,
                 Err(e) => Err(e),
             };
             match outcome {

@@ -18,6 +18,7 @@ use crate::core::domains;
 use crate::core::events;
 use crate::core::mailboxes::{self, Mailbox};
 use crate::core::messages::Message;
+use crate::core::quota::QuotaGuard;
 use crate::core::search;
 use crate::core::suppressions;
 use crate::core::threads::{self, ThreadContribution};
@@ -27,7 +28,8 @@ use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::provider::{OutgoingMessage, ProviderError};
 use crate::sql;
-use crate::store::{Backend, RowExt, Sql, Tx, execute_all};
+use crate::store::{Backend, JobFuture, RowExt, Sql, Tx, execute_all};
+use std::sync::Arc;
 
 pub const MAX_ATTACHMENTS: usize = 20;
 pub const MAX_RECIPIENTS: usize = 50;
@@ -401,6 +403,40 @@ pub async fn send(
     key: &ApiKey,
     input: SendInput,
 ) -> Result<SendOutcome, ApiError> {
+    start(state, key, input).await?.finish().await
+}
+
+/// A send the provider has answered and whose record is queued (on SQLite)
+/// or written (on PostgreSQL).
+pub struct PendingSend {
+    written: JobFuture<'static, Result<Message, ApiError>>,
+    failure: Option<ApiError>,
+    recipients: usize,
+    quota: Arc<QuotaGuard>,
+}
+
+impl PendingSend {
+    /// Waits until the record is committed; then the send's result.
+    pub async fn finish(self) -> Result<SendOutcome, ApiError> {
+        let message = self.written.await?;
+        match self.failure {
+            None => {
+                self.quota.record(self.recipients);
+                Ok(SendOutcome { message })
+            }
+            Some(err) => Err(err),
+        }
+    }
+}
+
+/// Checks, hands the message to the provider and queues its record. A batch
+/// starts its sends one after another, in order, and waits for their records
+/// together, so that one send's commit does not hold up the next.
+pub async fn start(
+    state: &AppState,
+    key: &ApiKey,
+    input: SendInput,
+) -> Result<PendingSend, ApiError> {
     let from = input.from.1.clone();
     if !key.reach.covers_address(&from) {
         return Err(ApiError::Forbidden(format!(
@@ -595,9 +631,10 @@ pub async fn send(
     };
     let backend = state.db.backend();
     let new_mailbox = new_mailbox.then_some(mailbox);
-    let message = state
+    let recipient_count = recipients.len();
+    let written = state
         .db
-        .write(move |tx| {
+        .write_queued(move |tx| {
             Box::pin(async move {
                 record(
                     tx,
@@ -613,14 +650,13 @@ pub async fn send(
                 .await
             })
         })
-        .await?;
-    match failure {
-        None => {
-            state.quota.record(recipients.len());
-            Ok(SendOutcome { message })
-        }
-        Some(err) => Err(err),
-    }
+        .await;
+    Ok(PendingSend {
+        written,
+        failure,
+        recipients: recipient_count,
+        quota: state.quota.clone(),
+    })
 }
 
 /// Writes a send attempt and everything it touches within `tx`.
@@ -640,7 +676,16 @@ async fn record(
     // batch (see `store::execute_all`).
     let mut writes: Vec<Sql> = Vec::new();
     if let Some(mb) = new_mailbox {
-        writes.push(mailboxes::insert_statement(mb));
+        // A send just before this one (a batch, or another request) may have
+        // created the same mailbox since it was looked up: use that one.
+        let mut insert = mailboxes::insert_statement(mb);
+        insert.push(" ON CONFLICT (address) DO NOTHING");
+        if insert.execute(&mut **tx).await? == 0 {
+            m.mailbox_id = sql!("SELECT id FROM mailboxes WHERE address = $1", &mb.address)
+                .fetch_one(&mut **tx)
+                .await?
+                .text("id")?;
+        }
     }
     let existing = match &input.thread_id {
         Some(tid) => Some(tid.clone()),

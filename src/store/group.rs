@@ -56,6 +56,17 @@ impl GroupWriter {
         E: From<sqlx::Error> + Send + 'static,
         F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
     {
+        self.enqueue(work).await
+    }
+
+    /// Queues `work` at once, in order with earlier calls, and returns the
+    /// wait for its result: callers can queue several writes before waiting.
+    pub fn enqueue<T, E, F>(&self, work: F) -> JobFuture<'static, Result<T, E>>
+    where
+        T: Send + 'static,
+        E: From<sqlx::Error> + Send + 'static,
+        F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel::<Result<T, E>>();
         let job: Job = Box::new(move |tx: &mut Tx| {
             Box::pin(async move {
@@ -73,17 +84,20 @@ impl GroupWriter {
                 (ok, deliver)
             })
         });
-        if self.jobs.send(job).is_err() {
-            return Err(E::from(batch_error(
-                "the database writer has stopped".into(),
-            )));
-        }
-        match answer.await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(E::from(batch_error(
-                "the write could not be run (see the log)".into(),
-            ))),
-        }
+        let queued = self.jobs.send(job).is_ok();
+        Box::pin(async move {
+            if !queued {
+                return Err(E::from(batch_error(
+                    "the database writer has stopped".into(),
+                )));
+            }
+            match answer.await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(E::from(batch_error(
+                    "the write could not be run (see the log)".into(),
+                ))),
+            }
+        })
     }
 }
 

@@ -397,6 +397,23 @@ impl Db {
         Ok(value)
     }
 
+    /// As [`Db::write`], but on SQLite returns as soon as the write is
+    /// queued, with the wait for its result: a caller can queue several
+    /// writes, in order, and wait for them together. On PostgreSQL the write
+    /// is done before this returns.
+    pub async fn write_queued<T, E, F>(&self, work: F) -> JobFuture<'static, Result<T, E>>
+    where
+        T: Send + 'static,
+        E: From<sqlx::Error> + Send + 'static,
+        F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
+    {
+        if let Some(group) = &self.group {
+            return group.enqueue(work);
+        }
+        let done = self.write(work).await;
+        Box::pin(std::future::ready(done))
+    }
+
     pub async fn ping(&self) -> Result<(), sqlx::Error> {
         sql!("SELECT 1 AS one")
             .fetch_one(&self.reader)

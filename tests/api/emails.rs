@@ -452,6 +452,23 @@ async fn batch_sends_in_order_and_reports_each() {
     assert_eq!(r.body["data"][1]["index"], 1);
     assert_eq!(r.body["data"][1]["ok"], true);
     assert!(r.body["data"][1]["id"].is_string() && r.body["data"][1]["thread_id"].is_string());
+    // Both sends created the sender's mailbox on first use, the second
+    // before the first was committed: they share the one mailbox.
+    let owners =
+        sql!("SELECT DISTINCT mailbox_id FROM messages WHERE from_address = 'team@example.com'")
+            .fetch_all(app.db.reader())
+            .await
+            .unwrap();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(
+        sql!("SELECT id FROM mailboxes WHERE address = 'team@example.com'")
+            .fetch_one(app.db.reader())
+            .await
+            .unwrap()
+            .text("id")
+            .unwrap(),
+        owners[0].text("mailbox_id").unwrap()
+    );
 
     let r = app
         .post(
