@@ -34,7 +34,9 @@ pub async fn list(
             q.push(" AND t.folders NOT LIKE '%,trash,%' AND t.folders NOT LIKE '%,spam,%'");
         }
         Some(f) if FOLDERS.contains(&f) => {
-            q.push(" AND t.folders LIKE ").bind(format!("%,{f},%"));
+            // A literal (from the fixed folder list), not a parameter: the
+            // planners match it against the partial indexes of rare folders.
+            q.push(&format!(" AND t.folders LIKE '%,{f},%'"));
         }
         Some(f) => p.add(
             "folder",

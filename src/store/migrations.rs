@@ -343,7 +343,23 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         sqlite: "SELECT 1;",
         postgres: SEARCH_STATISTICS,
     },
+    Migration {
+        version: 9,
+        name: "rare folder indexes",
+        sqlite: RARE_FOLDER_INDEXES,
+        postgres: RARE_FOLDER_INDEXES,
+    },
 ];
+
+/// `GET /threads?folder=spam` (or trash, drafts) walked every thread when few
+/// or none were in the folder. A partial index per rare folder holds just
+/// its threads; the list query names the folder as the same literal so that
+/// both planners can use it.
+const RARE_FOLDER_INDEXES: &str = r#"
+CREATE INDEX threads_in_spam ON threads (last_message_at DESC, id DESC) WHERE folders LIKE '%,spam,%';
+CREATE INDEX threads_in_trash ON threads (last_message_at DESC, id DESC) WHERE folders LIKE '%,trash,%';
+CREATE INDEX threads_in_drafts ON threads (last_message_at DESC, id DESC) WHERE folders LIKE '%,drafts,%';
+"#;
 
 /// With the default sample the planner guesses a rare word's frequency from
 /// the commonest ones, and picks a walk of every message for it; a larger
