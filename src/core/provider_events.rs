@@ -25,7 +25,7 @@ use crate::core::suppressions;
 use crate::ids;
 use crate::provider::{ProviderEvent, ProviderEventKind};
 use crate::sql;
-use crate::store::{Db, Sql};
+use crate::store::{Backend, Db, Sql, execute_all};
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ingested {
@@ -89,6 +89,13 @@ pub async fn ingest_in(
     ))
     .bind(&ev.provider_message_id)
     .push(" LIMIT 1")
+    // The status read here decides the transition written below, after
+    // other statements: on PostgreSQL the row is locked until the commit
+    // so that another process cannot move it in between.
+    .push(match backend_of(tx) {
+        Backend::Postgres => " FOR UPDATE",
+        Backend::Sqlite => "",
+    })
     .fetch_optional(&mut **tx)
     .await?;
     let Some(row) = row else {
@@ -121,6 +128,9 @@ pub async fn ingest_in(
             .map(|r| Some(r.to_lowercase()))
             .collect()
     };
+    // Writes are collected and sent together at the end (one trip to the
+    // connection on SQLite); what is read below never depends on them.
+    let mut writes: Vec<Sql> = Vec::new();
     let mut fresh = false;
     for rcpt in &recipients {
         if once_per_recipient(ev.kind) {
@@ -135,7 +145,7 @@ pub async fn ingest_in(
             }
         }
         fresh = true;
-        sql!(
+        writes.push(sql!(
             "INSERT INTO message_events (id, message_id, type, recipient, detail, occurred_at, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
             ids::new_id("mev"),
@@ -145,9 +155,7 @@ pub async fn ingest_in(
             ev.detail.clone(),
             ev.occurred_at,
             clock::now_micros()
-        )
-        .execute(&mut **tx)
-        .await?;
+        ));
         let suppress = match ev.kind {
             ProviderEventKind::Bounce { permanent: true } => Some("bounce"),
             ProviderEventKind::Complaint => Some("complaint"),
@@ -178,30 +186,27 @@ pub async fn ingest_in(
             | ProviderEventKind::RenderingFailure => ev.detail.clone(),
             _ => message.error.clone(),
         };
-        // Guarded on the status read, so concurrent events cannot both move it.
-        let moved = sql!(
+        // The row is ours until the commit (locked on PostgreSQL, the one
+        // writer on SQLite); the guard on the status read is a second belt.
+        writes.push(sql!(
             "UPDATE messages SET status = $1, error = $2 WHERE id = $3 AND status = $4",
             next,
             error.clone(),
             &message.id,
             &message.status
-        )
-        .execute(&mut **tx)
-        .await?;
-        if moved == 1 {
-            message.status = next.to_string();
-            message.error = error;
-            outbox_event = match ev.kind {
-                ProviderEventKind::Send => None, // email.sent is written by the send itself
-                ProviderEventKind::Delivery => Some("email.delivered"),
-                ProviderEventKind::Bounce { .. } => Some("email.bounced"),
-                ProviderEventKind::Complaint => Some("email.complained"),
-                ProviderEventKind::Reject => Some("email.rejected"),
-                ProviderEventKind::DeliveryDelay => Some("email.delayed"),
-                ProviderEventKind::RenderingFailure => Some("email.failed"),
-                _ => None,
-            };
-        }
+        ));
+        message.status = next.to_string();
+        message.error = error;
+        outbox_event = match ev.kind {
+            ProviderEventKind::Send => None, // email.sent is written by the send itself
+            ProviderEventKind::Delivery => Some("email.delivered"),
+            ProviderEventKind::Bounce { .. } => Some("email.bounced"),
+            ProviderEventKind::Complaint => Some("email.complained"),
+            ProviderEventKind::Reject => Some("email.rejected"),
+            ProviderEventKind::DeliveryDelay => Some("email.delayed"),
+            ProviderEventKind::RenderingFailure => Some("email.failed"),
+            _ => None,
+        };
     }
     match ev.kind {
         ProviderEventKind::Open => {
@@ -222,9 +227,19 @@ pub async fn ingest_in(
         if let Some(d) = &ev.detail {
             data["detail"] = json!(d);
         }
-        events::emit(tx, name, Some(&message.mailbox_id), data).await?;
+        writes.push(events::emit_statement(name, Some(&message.mailbox_id), data).1);
     }
+    let backend = backend_of(tx);
+    execute_all(tx, backend, &writes).await?;
     Ok(Ingested::Applied)
+}
+
+fn backend_of(tx: &crate::store::Tx) -> Backend {
+    if tx.backend_name() == "PostgreSQL" {
+        Backend::Postgres
+    } else {
+        Backend::Sqlite
+    }
 }
 
 /// First open sets `opened_at`; every open counts.
