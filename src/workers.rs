@@ -37,8 +37,9 @@ async fn ingest_batch(
     later: &mut Vec<ProviderEvent>,
 ) -> Result<(), sqlx::Error> {
     let mut tx = db.begin().await?;
-    for ev in batch {
-        if provider_events::ingest_in(&mut tx, ev).await? == Ingested::UnknownMessage {
+    let outcomes = provider_events::ingest_batch_in(&mut tx, batch).await?;
+    for (ev, outcome) in batch.iter().zip(outcomes) {
+        if outcome == Ingested::UnknownMessage {
             later.push(ev.clone());
         }
     }

@@ -16,7 +16,10 @@
 //! | queued, sent      | RenderingFailure | failed   |
 //! | sent, delivered   | Complaint      | complained |
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::json;
+use sqlx::Row;
 
 use crate::clock;
 use crate::core::events;
@@ -25,9 +28,9 @@ use crate::core::suppressions;
 use crate::ids;
 use crate::provider::{ProviderEvent, ProviderEventKind};
 use crate::sql;
-use crate::store::{Backend, Db, Sql, execute_all};
+use crate::store::{Backend, Db, RowExt, Sql, execute_all};
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ingested {
     Applied,
     /// No message has that provider id (yet).
@@ -73,32 +76,97 @@ fn once_per_recipient(kind: ProviderEventKind) -> bool {
 
 pub async fn ingest(db: &Db, ev: &ProviderEvent) -> Result<Ingested, sqlx::Error> {
     let mut tx = db.begin().await?;
-    let outcome = ingest_in(&mut tx, ev).await?;
+    let outcome = ingest_batch_in(&mut tx, std::slice::from_ref(ev)).await?;
     tx.commit().await?;
-    Ok(outcome)
+    Ok(outcome[0])
 }
 
-/// Applies one event inside the caller's transaction (so that a batch of
-/// events can share one commit).
-pub async fn ingest_in(
+/// Applies events in order inside the caller's transaction, so that a batch
+/// shares one commit. The messages they name and the message events those
+/// already have are read once for the whole batch, and every write but the
+/// rare ones (SNS dedupe, suppressions, opens) goes out in one call at the
+/// end: per batch, not per event, trips to the connection.
+pub async fn ingest_batch_in(
     tx: &mut crate::store::Tx,
+    events: &[ProviderEvent],
+) -> Result<Vec<Ingested>, sqlx::Error> {
+    let backend = backend_of(tx);
+    let mut known = Known::load(tx, backend, events).await?;
+    let mut writes: Vec<Sql> = Vec::new();
+    let mut outcomes = Vec::with_capacity(events.len());
+    for ev in events {
+        outcomes.push(apply(tx, &mut known, ev, &mut writes).await?);
+    }
+    execute_all(tx, backend, &writes).await?;
+    Ok(outcomes)
+}
+
+/// What a batch of events is applied against, kept current as it goes.
+struct Known {
+    /// By provider message id.
+    messages: HashMap<String, Message>,
+    /// (message id, event type, recipient) of every message event.
+    events: HashSet<(String, String, Option<String>)>,
+}
+
+impl Known {
+    async fn load(
+        tx: &mut crate::store::Tx,
+        backend: Backend,
+        events: &[ProviderEvent],
+    ) -> Result<Known, sqlx::Error> {
+        let mut ids: Vec<String> = events
+            .iter()
+            .map(|e| e.provider_message_id.clone())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        let mut q = Sql::new(&format!(
+            "SELECT {COLUMNS} FROM messages m WHERE m.provider_message_id IN "
+        ));
+        q.bind_list(&ids);
+        // The statuses read here decide the transitions written at the end:
+        // on PostgreSQL the rows stay locked until the commit so that no
+        // other process moves them in between, taken in one order so that
+        // two batches cannot deadlock.
+        q.push(" ORDER BY m.created_at, m.id");
+        if backend == Backend::Postgres {
+            q.push(" FOR UPDATE");
+        }
+        let mut messages = HashMap::new();
+        for row in q.fetch_all(&mut **tx).await? {
+            let m = Message::from_row(&row)?;
+            if let Some(pid) = m.provider_message_id.clone() {
+                messages.entry(pid).or_insert(m);
+            }
+        }
+        let mut known_events = HashSet::new();
+        if !messages.is_empty() {
+            let message_ids: Vec<String> = messages.values().map(|m| m.id.clone()).collect();
+            let mut q = Sql::new(
+                "SELECT message_id, type, recipient FROM message_events WHERE message_id IN ",
+            );
+            q.bind_list(&message_ids);
+            for row in q.fetch_all(&mut **tx).await? {
+                let recipient: Option<String> = row.try_get("recipient")?;
+                known_events.insert((row.text("message_id")?, row.text("type")?, recipient));
+            }
+        }
+        Ok(Known {
+            messages,
+            events: known_events,
+        })
+    }
+}
+
+/// Applies one event to `known`, pushing its writes onto `writes`.
+async fn apply(
+    tx: &mut crate::store::Tx,
+    known: &mut Known,
     ev: &ProviderEvent,
+    writes: &mut Vec<Sql>,
 ) -> Result<Ingested, sqlx::Error> {
-    let row = Sql::new(&format!(
-        "SELECT {COLUMNS} FROM messages m WHERE m.provider_message_id = "
-    ))
-    .bind(&ev.provider_message_id)
-    .push(" LIMIT 1")
-    // The status read here decides the transition written below, after
-    // other statements: on PostgreSQL the row is locked until the commit
-    // so that another process cannot move it in between.
-    .push(match backend_of(tx) {
-        Backend::Postgres => " FOR UPDATE",
-        Backend::Sqlite => "",
-    })
-    .fetch_optional(&mut **tx)
-    .await?;
-    let Some(row) = row else {
+    let Some(message) = known.messages.get_mut(&ev.provider_message_id) else {
         return Ok(Ingested::UnknownMessage);
     };
     if let Some(delivery_id) = &ev.delivery_id {
@@ -113,7 +181,6 @@ pub async fn ingest_in(
             return Ok(Ingested::Applied);
         }
     }
-    let mut message = Message::from_row(&row)?;
     let etype = event_type(ev.kind);
     // Send, Reject and rendering failures concern the message, not one recipient.
     let message_level = matches!(
@@ -128,22 +195,13 @@ pub async fn ingest_in(
             .map(|r| Some(r.to_lowercase()))
             .collect()
     };
-    // Writes are collected and sent together at the end (one trip to the
-    // connection on SQLite); what is read below never depends on them.
-    let mut writes: Vec<Sql> = Vec::new();
     let mut fresh = false;
     for rcpt in &recipients {
-        if once_per_recipient(ev.kind) {
-            let mut q = Sql::new("SELECT id FROM message_events WHERE message_id = ");
-            q.bind(&message.id).push(" AND type = ").bind(etype);
-            match rcpt {
-                Some(r) => q.push(" AND recipient = ").bind(r.clone()),
-                None => q.push(" AND recipient IS NULL"),
-            };
-            if q.fetch_optional(&mut **tx).await?.is_some() {
-                continue;
-            }
+        let key = (message.id.clone(), etype.to_string(), rcpt.clone());
+        if once_per_recipient(ev.kind) && known.events.contains(&key) {
+            continue;
         }
+        known.events.insert(key);
         fresh = true;
         writes.push(sql!(
             "INSERT INTO message_events (id, message_id, type, recipient, detail, occurred_at, created_at) \
@@ -210,7 +268,7 @@ pub async fn ingest_in(
     }
     match ev.kind {
         ProviderEventKind::Open => {
-            record_open(tx, &mut message, ev.occurred_at).await?;
+            record_open(tx, message, ev.occurred_at).await?;
             outbox_event = Some("email.opened");
         }
         ProviderEventKind::Click => outbox_event = Some("email.clicked"),
@@ -229,8 +287,6 @@ pub async fn ingest_in(
         }
         writes.push(events::emit_statement(name, Some(&message.mailbox_id), data).1);
     }
-    let backend = backend_of(tx);
-    execute_all(tx, backend, &writes).await?;
     Ok(Ingested::Applied)
 }
 

@@ -964,3 +964,77 @@ async fn one_idempotency_key_sends_once_across_two_processes() {
         .unwrap();
     assert_eq!(n.int("n").unwrap(), 1, "exactly one message was sent");
 }
+
+/// Events of one batch see each other: a repeat within the batch is
+/// dropped, and a later event moves the status the earlier one set.
+#[tokio::test]
+async fn a_batch_of_provider_events_applies_them_in_order_once_each() {
+    use pigeonhole::core::provider_events::{Ingested, ingest_batch_in};
+    use pigeonhole::provider::{ProviderEvent, ProviderEventKind};
+
+    let app = spawn_app().await;
+    ready(&app).await;
+    let r = app.post("/api/v1/emails", simple("ann@x.com")).await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    let id = r.body["id"].as_str().unwrap().to_string();
+    eventually("the simulator's delivery", || async {
+        (status_of(&app, &id).await == "delivered").then_some(())
+    })
+    .await;
+    let pid = r.body["provider_message_id"].as_str().unwrap().to_string();
+    let event = |kind| ProviderEvent {
+        provider_message_id: pid.clone(),
+        kind,
+        recipients: vec!["ann@x.com".into()],
+        detail: None,
+        occurred_at: 1,
+        delivery_id: None,
+    };
+    let unknown = ProviderEvent {
+        provider_message_id: "nobody-sent-this".into(),
+        ..event(ProviderEventKind::Delivery)
+    };
+    let mut tx = app.db.begin().await.unwrap();
+    let outcomes = ingest_batch_in(
+        &mut tx,
+        &[
+            event(ProviderEventKind::Delivery),
+            event(ProviderEventKind::Complaint),
+            unknown,
+            event(ProviderEventKind::Complaint),
+        ],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        outcomes,
+        vec![
+            Ingested::Applied,
+            Ingested::Applied,
+            Ingested::UnknownMessage,
+            Ingested::Applied
+        ]
+    );
+    assert_eq!(status_of(&app, &id).await, "complained");
+    let count = |t: &'static str| {
+        let (app, id) = (&app, id.clone());
+        async move {
+            sql!(
+                "SELECT COUNT(*) AS n FROM message_events WHERE message_id = $1 AND type = $2",
+                id,
+                t
+            )
+            .fetch_one(app.db.reader())
+            .await
+            .unwrap()
+            .int("n")
+            .unwrap()
+        }
+    };
+    assert_eq!(count("delivery").await, 1);
+    assert_eq!(count("complaint").await, 1);
+    let types = outbox_types(&app).await;
+    assert_eq!(types.iter().filter(|t| *t == "email.complained").count(), 1);
+    assert_eq!(types.iter().filter(|t| *t == "email.delivered").count(), 1);
+}
