@@ -47,20 +47,10 @@ impl GroupWriter {
         GroupWriter { jobs }
     }
 
-    /// Runs `work` in a transaction shared with other queued writes and
-    /// returns its result once that transaction has committed. An `Err` from
-    /// `work` rolls back exactly what `work` wrote.
-    pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
-    where
-        T: Send + 'static,
-        E: From<sqlx::Error> + Send + 'static,
-        F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
-    {
-        self.enqueue(work).await
-    }
-
-    /// Queues `work` at once, in order with earlier calls, and returns the
-    /// wait for its result: callers can queue several writes before waiting.
+    /// Queues `work` at once, in order with earlier calls, to run in a
+    /// transaction shared with other queued writes; returns the wait for its
+    /// result, which comes once that transaction has committed. An `Err`
+    /// from `work` rolls back exactly what `work` wrote.
     pub fn enqueue<T, E, F>(&self, work: F) -> JobFuture<'static, Result<T, E>>
     where
         T: Send + 'static,
@@ -114,11 +104,15 @@ async fn run(pool: AnyPool, mut rx: mpsc::UnboundedReceiver<Job>) {
                 Err(_) => break,
             }
         }
-        run_batch(&pool, batch).await;
+        // A batch runs as its own task so that a job that panics ends only
+        // its batch (whose callers get an error), not every later write.
+        if let Err(e) = tokio::spawn(run_batch(pool.clone(), batch)).await {
+            tracing::error!(error = %e, "group commit: a batch panicked and was rolled back");
+        }
     }
 }
 
-async fn run_batch(pool: &AnyPool, batch: Vec<Job>) {
+async fn run_batch(pool: AnyPool, batch: Vec<Job>) {
     let mut tx = match pool.begin().await {
         Ok(tx) => tx,
         Err(e) => {
@@ -177,15 +171,13 @@ fn savepoint<'a>(
 #[cfg(test)]
 mod tests {
     use crate::sql;
-    use crate::store::{Db, RowExt};
+    use crate::store::RowExt;
+    use crate::store::tests::TempSqlite;
 
     #[tokio::test]
     async fn a_failed_job_leaves_no_trace_and_spares_its_batch() {
-        let path =
-            std::env::temp_dir().join(format!("ph-group-{}.db", crate::ids::random_token(10)));
-        let db = Db::connect(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap();
+        let temp = TempSqlite::new("group").await;
+        let db = temp.db.clone();
         let mut waits = Vec::new();
         for i in 0..50i64 {
             let db = db.clone();
@@ -223,9 +215,28 @@ mod tests {
             .collect();
         expected.sort();
         assert_eq!(keys, expected);
-        db.close().await;
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        temp.remove().await;
+    }
+
+    #[tokio::test]
+    async fn a_job_that_panics_fails_its_caller_and_later_writes_still_run() {
+        let temp = TempSqlite::new("group-panic").await;
+        let db = temp.db.clone();
+        let panicked: Result<(), sqlx::Error> = db
+            .write(|_tx| Box::pin(async { panic!("a bug in a job") }))
+            .await;
+        assert!(panicked.is_err());
+        let later: Result<i64, sqlx::Error> = db
+            .write(|tx| {
+                Box::pin(async move {
+                    sql!("INSERT INTO settings (key, value) VALUES ('after', 'x')")
+                        .execute(&mut **tx)
+                        .await?;
+                    Ok(1)
+                })
+            })
+            .await;
+        assert_eq!(later.unwrap(), 1);
+        temp.remove().await;
     }
 }

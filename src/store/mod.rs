@@ -227,10 +227,12 @@ impl Sql {
 }
 
 /// Runs statements that return no rows, in order, stopping at the first
-/// error. On SQLite they go to the connection as one multi-statement call:
-/// one trip to its thread instead of one per statement, which is most of
-/// what a small write costs. PostgreSQL's protocol takes one statement with
-/// parameters per call, so there they run one by one.
+/// error (the ones before it have run: call it inside a transaction that an
+/// error rolls back). On SQLite they go to the connection as one
+/// multi-statement call: one trip to its thread instead of one per
+/// statement, which is most of what a small write costs. PostgreSQL's
+/// protocol takes one statement with parameters per call, so there they run
+/// one by one.
 pub async fn execute_all(
     conn: &mut sqlx::AnyConnection,
     backend: Backend,
@@ -388,13 +390,7 @@ impl Db {
         E: From<sqlx::Error> + Send + 'static,
         F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
     {
-        if let Some(group) = &self.group {
-            return group.write(work).await;
-        }
-        let mut tx = self.begin().await?;
-        let value = work(&mut tx).await?;
-        tx.commit().await?;
-        Ok(value)
+        self.write_queued(work).await.await
     }
 
     /// As [`Db::write`], but on SQLite returns as soon as the write is
@@ -410,7 +406,13 @@ impl Db {
         if let Some(group) = &self.group {
             return group.enqueue(work);
         }
-        let done = self.write(work).await;
+        let done = async {
+            let mut tx = self.begin().await?;
+            let value = work(&mut tx).await?;
+            tx.commit().await?;
+            Ok(value)
+        }
+        .await;
         Box::pin(std::future::ready(done))
     }
 
@@ -496,8 +498,32 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A fresh SQLite database in the temporary directory, for unit tests.
+    pub(crate) struct TempSqlite {
+        pub db: Db,
+        path: std::path::PathBuf,
+    }
+
+    impl TempSqlite {
+        pub async fn new(name: &str) -> TempSqlite {
+            let path =
+                std::env::temp_dir().join(format!("ph-{name}-{}.db", crate::ids::random_token(10)));
+            let db = Db::connect(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap();
+            TempSqlite { db, path }
+        }
+
+        pub async fn remove(self) {
+            self.db.close().await;
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
+            }
+        }
+    }
 
     #[test]
     fn appended_statements_number_their_placeholders_after_the_first() {
@@ -524,12 +550,8 @@ mod tests {
 
     #[tokio::test]
     async fn execute_all_runs_every_statement_on_sqlite() {
-        let path =
-            std::env::temp_dir().join(format!("ph-exec-{}.db", crate::ids::random_token(10)));
-        let db = Db::connect(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap();
-        let mut conn = db.writer().acquire().await.unwrap();
+        let temp = TempSqlite::new("exec").await;
+        let mut conn = temp.db.writer().acquire().await.unwrap();
         let statements: Vec<Sql> = (0..5i64)
             .map(|i| {
                 sql!(
@@ -554,9 +576,6 @@ mod tests {
             (0..5).map(|i| (format!("x{i}"), format!("v{i}"))).collect();
         assert_eq!(got, want);
         drop(conn);
-        db.close().await;
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        temp.remove().await;
     }
 }
