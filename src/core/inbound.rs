@@ -218,29 +218,11 @@ async fn mailbox_in(tx: &mut Tx, target: &Target) -> Result<MailboxRef, sqlx::Er
         Target::Existing(m) => return Ok(m.clone()),
         Target::Create { address, domain_id } => (address, domain_id),
     };
-    sql!(
-        "INSERT INTO mailboxes (id, address, domain, domain_id, display_name, signature, \
-         is_catch_all, is_default, color, created_at) VALUES ($1, $2, $3, $4, '', NULL, 0, 0, $5, $6) \
-         ON CONFLICT (address) DO NOTHING",
-        ids::new_id("mbx"),
-        address,
-        address_domain(address),
-        domain_id,
-        mailboxes::DEFAULT_COLOR,
-        clock::now_micros()
-    )
-    .execute(&mut **tx)
-    .await?;
-    let r = sql!(
-        "SELECT id, address, domain FROM mailboxes WHERE address = $1",
-        address
-    )
-    .fetch_one(&mut **tx)
-    .await?;
+    let mailbox = mailboxes::Mailbox::on_first_use(address, domain_id.clone());
     Ok(MailboxRef {
-        id: r.text("id")?,
-        address: r.text("address")?,
-        domain: r.text("domain")?,
+        id: mailboxes::insert_or_existing(tx, &mailbox).await?,
+        address: mailbox.address,
+        domain: mailbox.domain,
     })
 }
 

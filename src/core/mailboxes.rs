@@ -30,6 +30,23 @@ pub struct Mailbox {
 const COLUMNS: &str = "id, address, domain, domain_id, display_name, signature, is_catch_all, is_default, color, created_at";
 
 impl Mailbox {
+    /// A mailbox made on first use of its address (a first send from it, or
+    /// first mail to an `auto_create_mailboxes` domain), with the defaults.
+    pub fn on_first_use(address: &str, domain_id: String) -> Mailbox {
+        Mailbox {
+            id: ids::new_id("mbx"),
+            address: address.to_string(),
+            domain: address_domain(address).to_string(),
+            domain_id,
+            display_name: String::new(),
+            signature: None,
+            is_catch_all: false,
+            is_default: false,
+            color: DEFAULT_COLOR.to_string(),
+            created_at: clock::now_micros(),
+        }
+    }
+
     fn from_row(row: &sqlx::any::AnyRow) -> Result<Mailbox, sqlx::Error> {
         Ok(Mailbox {
             id: row.text("id")?,
@@ -171,8 +188,22 @@ pub async fn insert(tx: &mut Tx, m: &Mailbox) -> Result<(), sqlx::Error> {
     insert_statement(m).execute(&mut **tx).await.map(|_| ())
 }
 
-/// The INSERT of a new mailbox, for callers that batch their statements.
-pub fn insert_statement(m: &Mailbox) -> Sql {
+/// Inserts `m` unless a mailbox with its address exists already (made
+/// meanwhile by a concurrent send or delivery); returns the id of the one
+/// that stands.
+pub async fn insert_or_existing(tx: &mut Tx, m: &Mailbox) -> Result<String, sqlx::Error> {
+    let mut insert = insert_statement(m);
+    insert.push(" ON CONFLICT (address) DO NOTHING");
+    if insert.execute(&mut **tx).await? == 1 {
+        return Ok(m.id.clone());
+    }
+    sql!("SELECT id FROM mailboxes WHERE address = $1", &m.address)
+        .fetch_one(&mut **tx)
+        .await?
+        .text("id")
+}
+
+fn insert_statement(m: &Mailbox) -> Sql {
     sql!(
         "INSERT INTO mailboxes (id, address, domain, domain_id, display_name, signature, \
          is_catch_all, is_default, color, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",

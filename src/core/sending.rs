@@ -6,6 +6,7 @@
 //! so no send is ever lost or hidden.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use base64::Engine;
 use serde::Deserialize;
@@ -29,7 +30,6 @@ use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::provider::{OutgoingMessage, ProviderError};
 use crate::sql;
 use crate::store::{Backend, JobFuture, RowExt, Sql, Tx, execute_all};
-use std::sync::Arc;
 
 pub const MAX_ATTACHMENTS: usize = 20;
 pub const MAX_RECIPIENTS: usize = 50;
@@ -362,39 +362,20 @@ fn names(list: &[Named]) -> Vec<String> {
     list.iter().map(|(_, a)| a.clone()).collect()
 }
 
-/// Finds or (on first use by a key that holds the address) creates the
-/// sender's mailbox. Returns it and whether it is new.
+/// Finds or (on first use by a key that holds the address) makes the
+/// sender's mailbox on `domain_id`, the verified sending domain already
+/// looked up. Returns it and whether it is new.
 async fn sender_mailbox(
     state: &AppState,
     key: &ApiKey,
     address: &str,
+    domain_id: String,
 ) -> Result<(Mailbox, bool), ApiError> {
     if let Some(m) = mailboxes::by_address(&state.db, address).await? {
         return Ok((m, false));
     }
     mailboxes::check_reach_for_address(key, address)?;
-    let domain_name = address_domain(address).to_string();
-    let Some(domain) = domains::sending_domain_for(&state.db, &domain_name).await? else {
-        return Err(ApiError::invalid(
-            "from",
-            format!("{domain_name} is not a verified domain of this account"),
-        ));
-    };
-    Ok((
-        Mailbox {
-            id: ids::new_id("mbx"),
-            address: address.to_string(),
-            domain: domain_name,
-            domain_id: domain.id,
-            display_name: String::new(),
-            signature: None,
-            is_catch_all: false,
-            is_default: false,
-            color: mailboxes::DEFAULT_COLOR.to_string(),
-            created_at: clock::now_micros(),
-        },
-        true,
-    ))
+    Ok((Mailbox::on_first_use(address, domain_id), true))
 }
 
 /// Sends one message through the provider, recording it whatever happens.
@@ -444,15 +425,12 @@ pub async fn start(
         )));
     }
     let from_domain = address_domain(&from).to_string();
-    if domains::sending_domain_for(&state.db, &from_domain)
-        .await?
-        .is_none()
-    {
+    let Some(sending_domain) = domains::sending_domain_for(&state.db, &from_domain).await? else {
         return Err(ApiError::invalid(
             "from",
             format!("{from_domain} is not a verified sending domain of this account"),
         ));
-    }
+    };
     let recipients = input.recipients();
     let suppressed = suppressions::suppressed_among(&state.db, &recipients).await?;
     if !suppressed.is_empty() {
@@ -473,7 +451,7 @@ pub async fn start(
     }
     state.quota.admit(state, recipients.len()).await?;
 
-    let (mailbox, new_mailbox) = sender_mailbox(state, key, &from).await?;
+    let (mailbox, new_mailbox) = sender_mailbox(state, key, &from, sending_domain.id).await?;
     let now = clock::now_micros();
     let message_id = format!("<{}@{}>", ids::random_token(24), from_domain);
     let open_token =
@@ -678,14 +656,7 @@ async fn record(
     if let Some(mb) = new_mailbox {
         // A send just before this one (a batch, or another request) may have
         // created the same mailbox since it was looked up: use that one.
-        let mut insert = mailboxes::insert_statement(mb);
-        insert.push(" ON CONFLICT (address) DO NOTHING");
-        if insert.execute(&mut **tx).await? == 0 {
-            m.mailbox_id = sql!("SELECT id FROM mailboxes WHERE address = $1", &mb.address)
-                .fetch_one(&mut **tx)
-                .await?
-                .text("id")?;
-        }
+        m.mailbox_id = mailboxes::insert_or_existing(tx, mb).await?;
     }
     let existing = match &input.thread_id {
         Some(tid) => Some(tid.clone()),
