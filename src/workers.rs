@@ -37,7 +37,7 @@ async fn ingest_batch(
     later: &mut Vec<ProviderEvent>,
 ) -> Result<(), sqlx::Error> {
     let mut tx = db.begin().await?;
-    let outcomes = provider_events::ingest_batch_in(&mut tx, batch).await?;
+    let outcomes = provider_events::ingest_batch_in(&mut tx, db.backend(), batch).await?;
     for (ev, outcome) in batch.iter().zip(outcomes) {
         if outcome == Ingested::UnknownMessage {
             later.push(ev.clone());

@@ -57,9 +57,6 @@ pub async fn list(
             }
         }
     }
-    if let Some(text) = params.text("q") {
-        search::push_thread_match(&mut q, &s.db, "t", text).await?;
-    }
     match params.flag(&mut p, "unread") {
         Some(true) => {
             q.push(" AND t.unread_count > 0");
@@ -99,6 +96,10 @@ pub async fn list(
         "t.domain",
     );
     p.finish()?;
+    // After validation: on SQLite this first counts the matches.
+    if let Some(text) = params.text("q") {
+        search::push_thread_match(&mut q, &s.db, "t", text).await?;
+    }
     page.push(&mut q, "t.last_message_at", "t.id");
     let rows = q.fetch_all(s.db.reader()).await?;
     let threads: Vec<Thread> = rows

@@ -76,7 +76,7 @@ fn once_per_recipient(kind: ProviderEventKind) -> bool {
 
 pub async fn ingest(db: &Db, ev: &ProviderEvent) -> Result<Ingested, sqlx::Error> {
     let mut tx = db.begin().await?;
-    let outcome = ingest_batch_in(&mut tx, std::slice::from_ref(ev)).await?;
+    let outcome = ingest_batch_in(&mut tx, db.backend(), std::slice::from_ref(ev)).await?;
     tx.commit().await?;
     Ok(outcome[0])
 }
@@ -88,9 +88,9 @@ pub async fn ingest(db: &Db, ev: &ProviderEvent) -> Result<Ingested, sqlx::Error
 /// end: per batch, not per event, trips to the connection.
 pub async fn ingest_batch_in(
     tx: &mut crate::store::Tx,
+    backend: Backend,
     events: &[ProviderEvent],
 ) -> Result<Vec<Ingested>, sqlx::Error> {
-    let backend = backend_of(tx);
     let mut known = Known::load(tx, backend, events).await?;
     let mut writes: Vec<Sql> = Vec::new();
     let mut outcomes = Vec::with_capacity(events.len());
@@ -288,14 +288,6 @@ async fn apply(
         writes.push(events::emit_statement(name, Some(&message.mailbox_id), data).1);
     }
     Ok(Ingested::Applied)
-}
-
-fn backend_of(tx: &crate::store::Tx) -> Backend {
-    if tx.backend_name() == "PostgreSQL" {
-        Backend::Postgres
-    } else {
-        Backend::Sqlite
-    }
 }
 
 /// First open sets `opened_at`; every open counts.

@@ -23,7 +23,7 @@ pub fn push_match(sql: &mut Sql, backend: Backend, alias: &str, q: &str) {
     }
     match backend {
         Backend::Sqlite => {
-            let expr = fts_expression(q).unwrap_or_default();
+            let expr = quoted(&words);
             sql.push(&format!(
                 " AND {alias}.seq IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH "
             ))
@@ -132,16 +132,15 @@ pub fn push_thread_shape(sql: &mut Sql, alias: &str, expr: &str, shape: ThreadSh
 /// required. None when the query has no words.
 pub fn fts_expression(q: &str) -> Option<String> {
     let words = terms(q);
-    if words.is_empty() {
-        return None;
-    }
-    Some(
-        words
-            .iter()
-            .map(|w| format!("\"{w}\""))
-            .collect::<Vec<_>>()
-            .join(" "),
-    )
+    (!words.is_empty()).then(|| quoted(&words))
+}
+
+fn quoted(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| format!("\"{w}\""))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Indexes a message just inserted (PostgreSQL's column maintains itself).

@@ -997,6 +997,7 @@ async fn a_batch_of_provider_events_applies_them_in_order_once_each() {
     let mut tx = app.db.begin().await.unwrap();
     let outcomes = ingest_batch_in(
         &mut tx,
+        app.db.backend(),
         &[
             event(ProviderEventKind::Delivery),
             event(ProviderEventKind::Complaint),
