@@ -336,8 +336,9 @@ static OPS: &[Op] = &[
         id: "sendEmailBatch",
         access: Access::Scope("emails:send"),
         summary: "Send up to 100 emails",
-        doc: "Every message is attempted, in order, one at a time. 202 when all were accepted, \
-              207 when some were not; the per-message outcome is in `data`. The \
+        doc: "Every message is attempted, in order, one at a time, and recorded whatever \
+              its outcome; the reply comes once every attempt is recorded. 202 when all were \
+              accepted, 207 when some were not; the per-message outcome is in `data`. The \
               `Idempotency-Key` covers the whole array.",
         idempotent: true,
         body: Content::Json("BatchRequest"),
