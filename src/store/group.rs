@@ -12,7 +12,9 @@
 //! disconnects): a send the provider accepted is still recorded.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
@@ -104,15 +106,11 @@ async fn run(pool: AnyPool, mut rx: mpsc::UnboundedReceiver<Job>) {
                 Err(_) => break,
             }
         }
-        // A batch runs as its own task so that a job that panics ends only
-        // its batch (whose callers get an error), not every later write.
-        if let Err(e) = tokio::spawn(run_batch(pool.clone(), batch)).await {
-            tracing::error!(error = %e, "group commit: a batch panicked and was rolled back");
-        }
+        run_batch(&pool, batch).await;
     }
 }
 
-async fn run_batch(pool: AnyPool, batch: Vec<Job>) {
+async fn run_batch(pool: &AnyPool, batch: Vec<Job>) {
     let mut tx = match pool.begin().await {
         Ok(tx) => tx,
         Err(e) => {
@@ -128,7 +126,17 @@ async fn run_batch(pool: AnyPool, batch: Vec<Job>) {
             fail_all(delivers, e.to_string());
             return;
         }
-        let (ok, deliver) = job(&mut tx).await;
+        // A job that panics is rolled back like one that failed; its caller
+        // hears of it when its reply channel drops. (Spawning a task per
+        // batch would isolate panics too, but costs a fifth of the send
+        // rate in extra wake-ups.)
+        let (ok, deliver) = match CatchPanic(job(&mut tx)).await {
+            Some((ok, deliver)) => (ok, Some(deliver)),
+            None => {
+                tracing::error!("group commit: a job panicked; its writes are rolled back");
+                (false, None)
+            }
+        };
         let closing = if ok {
             savepoint(&mut tx, "RELEASE job").await
         } else {
@@ -137,7 +145,7 @@ async fn run_batch(pool: AnyPool, batch: Vec<Job>) {
                 Err(e) => Err(e),
             }
         };
-        delivers.push(deliver);
+        delivers.extend(deliver);
         if let Err(e) = closing {
             tracing::error!(error = %e, "group commit: closing a savepoint failed");
             fail_all(delivers, e.to_string());
@@ -149,6 +157,22 @@ async fn run_batch(pool: AnyPool, batch: Vec<Job>) {
         Err(e) => {
             tracing::error!(error = %e, "group commit: commit failed");
             fail_all(delivers, e.to_string());
+        }
+    }
+}
+
+/// Polls a future, turning a panic inside it into `None`.
+struct CatchPanic<F>(F);
+
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
+            Ok(Poll::Ready(value)) => Poll::Ready(Some(value)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
         }
     }
 }
