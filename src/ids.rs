@@ -1,4 +1,4 @@
-//! Identifiers: a kind prefix and random lower-case base32.
+//! Identifiers: a kind prefix and lower-case base32.
 
 use rand::Rng;
 
@@ -11,7 +11,51 @@ pub fn random_token(len: usize) -> String {
         .collect()
 }
 
-/// `prefix_` followed by 20 random characters (100 bits).
+/// `len` (at least 10) characters: the time in milliseconds (10
+/// characters, 50 bits), then random ones. Tokens made later sort later, so
+/// rows keyed by them land at the end of their index instead of on a random
+/// page of it: fewer pages written per insert.
+pub fn time_ordered_token(len: usize) -> String {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    time_ordered_token_at(millis, len)
+}
+
+fn time_ordered_token_at(millis: u64, len: usize) -> String {
+    let mut token = String::with_capacity(len.max(10));
+    for shift in (0..10).rev() {
+        token.push(ALPHABET[((millis >> (shift * 5)) & 31) as usize] as char);
+    }
+    token.push_str(&random_token(len.saturating_sub(10)));
+    token
+}
+
+/// `prefix_` followed by 20 time-ordered characters (50 random bits).
 pub fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{}", random_token(20))
+    format!("{prefix}_{}", time_ordered_token(20))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_made_later_sort_later_and_ids_differ() {
+        let earlier = time_ordered_token_at(1_795_000_000_000, 20);
+        let later = time_ordered_token_at(1_795_000_000_001, 20);
+        assert!(earlier < later, "{earlier} !< {later}");
+        assert!(
+            time_ordered_token_at(31, 12) < time_ordered_token_at(32, 12),
+            "a carry into the next character still sorts"
+        );
+        let id = new_id("msg");
+        assert_eq!(id.len(), "msg_".len() + 20);
+        assert!(id[4..].bytes().all(|b| ALPHABET.contains(&b)));
+        let same_millisecond: std::collections::HashSet<String> =
+            (0..1000).map(|_| new_id("msg")).collect();
+        assert_eq!(same_millisecond.len(), 1000);
+        assert_eq!(time_ordered_token(24).len(), 24);
+    }
 }

@@ -93,7 +93,7 @@ pub async fn create(
     let id = ids::new_id("msg");
     let message_id = format!(
         "<{}@{}>",
-        ids::random_token(24),
+        ids::time_ordered_token(24),
         address_domain(&mailbox.address)
     );
     sql!(

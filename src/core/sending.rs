@@ -453,7 +453,7 @@ pub async fn start(
 
     let (mailbox, new_mailbox) = sender_mailbox(state, key, &from, sending_domain.id).await?;
     let now = clock::now_micros();
-    let message_id = format!("<{}@{}>", ids::random_token(24), from_domain);
+    let message_id = format!("<{}@{}>", ids::time_ordered_token(24), from_domain);
     let open_token =
         (state.config.open_tracking && input.html.is_some()).then(|| ids::random_token(32));
     let id = ids::new_id("msg");

@@ -153,7 +153,7 @@ impl Provider for Simulator {
     async fn send_raw(&self, message: &OutgoingMessage) -> Result<String, ProviderError> {
         let id = format!(
             "0100{}-{}-000000",
-            crate::ids::random_token(12),
+            crate::ids::time_ordered_token(12),
             crate::ids::random_token(20)
         );
         if let Some(dir) = &self.outbox {
