@@ -41,12 +41,21 @@ pub struct GroupWriter {
 }
 
 impl GroupWriter {
-    /// Starts the task that owns the writer side. It ends when every handle
-    /// is dropped.
-    pub fn start(pool: AnyPool) -> GroupWriter {
+    /// Starts the thread that owns the writer side. It ends when every
+    /// handle is dropped.
+    ///
+    /// The writer runs on its own thread and runtime: every trip to the
+    /// connection wakes it, and on the shared runtime each wake-up would
+    /// wait behind every request being served.
+    pub fn start(pool: AnyPool) -> std::io::Result<GroupWriter> {
         let (jobs, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(pool, rx));
-        GroupWriter { jobs }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("group-commit".into())
+            .spawn(move || runtime.block_on(run(pool, rx)))?;
+        Ok(GroupWriter { jobs })
     }
 
     /// Queues `work` at once, in order with earlier calls, to run in a
@@ -120,12 +129,22 @@ async fn run_batch(pool: &AnyPool, batch: Vec<Job>) {
         }
     };
     let mut delivers = Vec::with_capacity(batch.len());
+    // Each trip to the connection's thread costs a wake-up on both sides,
+    // so a job's savepoint is released in the same trip that opens the
+    // next one, and the last one by the COMMIT.
+    let mut open = false;
     for job in batch {
-        if let Err(e) = savepoint(&mut tx, "SAVEPOINT job").await {
+        let opening = if open {
+            "RELEASE job; SAVEPOINT job"
+        } else {
+            "SAVEPOINT job"
+        };
+        if let Err(e) = savepoint(&mut tx, opening).await {
             tracing::error!(error = %e, "group commit: savepoint failed");
             fail_all(delivers, e.to_string());
             return;
         }
+        open = true;
         // A job that panics is rolled back like one that failed; its caller
         // hears of it when its reply channel drops. (Spawning a task per
         // batch would isolate panics too, but costs a fifth of the send
@@ -137,19 +156,14 @@ async fn run_batch(pool: &AnyPool, batch: Vec<Job>) {
                 (false, None)
             }
         };
-        let closing = if ok {
-            savepoint(&mut tx, "RELEASE job").await
-        } else {
-            match savepoint(&mut tx, "ROLLBACK TO job").await {
-                Ok(()) => savepoint(&mut tx, "RELEASE job").await,
-                Err(e) => Err(e),
-            }
-        };
         delivers.extend(deliver);
-        if let Err(e) = closing {
-            tracing::error!(error = %e, "group commit: closing a savepoint failed");
-            fail_all(delivers, e.to_string());
-            return;
+        if !ok {
+            open = false;
+            if let Err(e) = savepoint(&mut tx, "ROLLBACK TO job; RELEASE job").await {
+                tracing::error!(error = %e, "group commit: rolling back a savepoint failed");
+                fail_all(delivers, e.to_string());
+                return;
+            }
         }
     }
     match tx.commit().await {

@@ -332,7 +332,7 @@ impl Db {
                     .connect_with(opts)
                     .await?;
                 Db {
-                    group: Some(GroupWriter::start(writer.clone())),
+                    group: Some(GroupWriter::start(writer.clone())?),
                     writer,
                     reader,
                     backend,
