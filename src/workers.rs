@@ -36,14 +36,19 @@ async fn ingest_batch(
     batch: &[ProviderEvent],
     later: &mut Vec<ProviderEvent>,
 ) -> Result<(), sqlx::Error> {
-    let mut tx = db.begin().await?;
-    let outcomes = provider_events::ingest_batch_in(&mut tx, db.backend(), batch).await?;
+    let backend = db.backend();
+    let events = batch.to_vec();
+    let outcomes = db
+        .write(move |tx| {
+            Box::pin(async move { provider_events::ingest_batch_in(tx, backend, &events).await })
+        })
+        .await?;
     for (ev, outcome) in batch.iter().zip(outcomes) {
         if outcome == Ingested::UnknownMessage {
             later.push(ev.clone());
         }
     }
-    tx.commit().await
+    Ok(())
 }
 
 async fn retry_one(db: &Db, ev: ProviderEvent) {

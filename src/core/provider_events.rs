@@ -75,10 +75,17 @@ fn once_per_recipient(kind: ProviderEventKind) -> bool {
 }
 
 pub async fn ingest(db: &Db, ev: &ProviderEvent) -> Result<Ingested, sqlx::Error> {
-    let mut tx = db.begin().await?;
-    let outcome = ingest_batch_in(&mut tx, db.backend(), std::slice::from_ref(ev)).await?;
-    tx.commit().await?;
-    Ok(outcome[0])
+    let backend = db.backend();
+    let ev = ev.clone();
+    let outcome = db
+        .write(move |tx| {
+            Box::pin(async move { ingest_batch_in(tx, backend, std::slice::from_ref(&ev)).await })
+        })
+        .await?;
+    outcome
+        .first()
+        .copied()
+        .ok_or_else(|| sqlx::Error::Protocol("ingestion returned no outcome".into()))
 }
 
 /// Applies events in order inside the caller's transaction, so that a batch

@@ -22,7 +22,7 @@ use serde_json::Value;
 use crate::clock;
 use crate::ids;
 use crate::sql;
-use crate::store::{Backend, Db, RowExt, Sql};
+use crate::store::{Backend, Db, RowExt, Sql, Tx};
 use crate::webhooks::endpoints::{DISABLE_AFTER_FAILURES, matches_event};
 
 /// Rows per multi-row INSERT. Small on purpose: SQLite looks parameters up
@@ -33,8 +33,8 @@ fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
-fn lock_clause(db: &Db) -> &'static str {
-    match db.backend() {
+fn lock_clause(backend: Backend) -> &'static str {
+    match backend {
         Backend::Postgres => " FOR UPDATE SKIP LOCKED",
         Backend::Sqlite => "",
     }
@@ -96,23 +96,33 @@ pub async fn dispatch(
     limit: i64,
     floor: i64,
 ) -> Result<Dispatched, sqlx::Error> {
-    let mut tx = db.begin().await?;
+    let backend = db.backend();
+    db.write(move |tx| Box::pin(dispatch_in(tx, backend, first_delay, limit, floor)))
+        .await
+}
+
+async fn dispatch_in(
+    tx: &mut Tx,
+    backend: Backend,
+    first_delay: Duration,
+    limit: i64,
+    floor: i64,
+) -> Result<Dispatched, sqlx::Error> {
     let rows = Sql::with(
         &format!(
             "SELECT seq, id, type, mailbox_id, payload, created_at FROM events \
              WHERE dispatched_at IS NULL AND seq > $1 ORDER BY seq LIMIT {limit}{}",
-            lock_clause(db)
+            lock_clause(backend)
         ),
         vec![floor.into()],
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut **tx)
     .await?;
     if rows.is_empty() {
-        tx.commit().await?;
         return Ok(Dispatched::default());
     }
     let hooks = sql!("SELECT id, events, mailbox_id, created_at FROM webhooks WHERE enabled = 1")
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut **tx)
         .await?;
     let mut endpoints: Vec<(String, Vec<String>, Option<String>, i64)> =
         Vec::with_capacity(hooks.len());
@@ -167,14 +177,13 @@ pub async fn dispatch(
             }
             q.bind_list(row);
         }
-        q.execute(&mut *tx).await?;
+        q.execute(&mut **tx).await?;
     }
     for chunk in seqs.chunks(INSERT_CHUNK * 8) {
         let mut q = Sql::new("UPDATE events SET dispatched_at = ");
         q.bind(now).push(" WHERE seq IN ").bind_list(chunk);
-        q.execute(&mut *tx).await?;
+        q.execute(&mut **tx).await?;
     }
-    tx.commit().await?;
     Ok(Dispatched {
         events: rows.len(),
         tasks: task_count,
@@ -242,8 +251,8 @@ const CLAIM_CHUNK: usize = 100;
 /// Claims due tasks, oldest first, up to a number per endpoint, leasing them
 /// until `now + lease`: one statement for many endpoints, each arm using the
 /// (webhook_id, next_attempt_at) index, so a huge backlog at one endpoint
-/// costs nothing to the others. Autocommits: nothing stays locked after it
-/// returns.
+/// costs nothing to the others. Commits before it returns: nothing stays
+/// locked.
 pub async fn claim(
     db: &Db,
     wants: &[(String, i64)],
@@ -251,7 +260,7 @@ pub async fn claim(
     lease: Duration,
 ) -> Result<Vec<Task>, sqlx::Error> {
     let lease_until = now.saturating_add(micros(lease));
-    let mut out = Vec::new();
+    let mut claims = Vec::new();
     for chunk in wants.chunks(CLAIM_CHUNK) {
         let mut q = Sql::new("UPDATE webhook_tasks SET lease_until = ");
         q.bind(lease_until)
@@ -268,23 +277,35 @@ pub async fn claim(
                 .bind(now)
                 .push(" ORDER BY next_attempt_at LIMIT ")
                 .bind(*limit)
-                .push(lock_clause(db))
+                .push(lock_clause(db.backend()))
                 .push(&format!(") c{i}"));
         }
         q.push(") RETURNING id, webhook_id, event_id, event_type, payload, attempt");
-        for r in q.fetch_all(db.writer()).await? {
-            out.push(Task {
-                id: r.text("id")?,
-                webhook_id: r.text("webhook_id")?,
-                event_id: r.text("event_id")?,
-                event_type: r.text("event_type")?,
-                payload: r.text("payload")?,
-                attempt: r.int("attempt")?,
-                lease_until,
-            });
-        }
+        claims.push(q);
     }
-    Ok(out)
+    if claims.is_empty() {
+        return Ok(Vec::new());
+    }
+    db.write(move |tx| {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            for q in claims {
+                for r in q.fetch_all(&mut **tx).await? {
+                    out.push(Task {
+                        id: r.text("id")?,
+                        webhook_id: r.text("webhook_id")?,
+                        event_id: r.text("event_id")?,
+                        event_type: r.text("event_type")?,
+                        payload: r.text("payload")?,
+                        attempt: r.int("attempt")?,
+                        lease_until,
+                    });
+                }
+            }
+            Ok(out)
+        })
+    })
+    .await
 }
 
 /// One finished attempt, to be recorded.
@@ -346,6 +367,22 @@ pub async fn record(
     finished: &[Finished],
     delays: &[Duration],
 ) -> Result<Vec<Option<String>>, sqlx::Error> {
+    if finished.is_empty() {
+        return Ok(Vec::new());
+    }
+    let backend = db.backend();
+    let finished = finished.to_vec();
+    let delays = delays.to_vec();
+    db.write(move |tx| Box::pin(async move { record_in(tx, backend, &finished, &delays).await }))
+        .await
+}
+
+async fn record_in(
+    tx: &mut Tx,
+    backend: Backend,
+    finished: &[Finished],
+    delays: &[Duration],
+) -> Result<Vec<Option<String>>, sqlx::Error> {
     let mut effects: BTreeMap<&str, EndpointEffect> = BTreeMap::new();
     for f in finished {
         let e = effects.entry(f.webhook_id.as_str()).or_default();
@@ -360,14 +397,13 @@ pub async fn record(
             e.last_error = f.error.clone();
         }
     }
-    let mut tx = db.begin().await?;
-    if db.backend() == Backend::Postgres {
+    if backend == Backend::Postgres {
         // Lock the endpoints in id order first: recorders of several
         // processes then never wait on each other in a cycle.
         let ids: Vec<&str> = effects.keys().copied().collect();
         let mut q = Sql::new("SELECT id FROM webhooks WHERE id IN ");
         q.bind_list(&ids).push(" ORDER BY id FOR UPDATE");
-        q.fetch_all(&mut *tx).await?;
+        q.fetch_all(&mut **tx).await?;
     }
     let mut alive: Vec<String> = Vec::with_capacity(effects.len());
     // Endpoints whose attempts all succeeded: one statement for all of them.
@@ -394,7 +430,7 @@ pub async fn record(
         q.push(" END WHERE id IN ");
         let ids: Vec<&str> = clean.iter().map(|(id, _)| *id).collect();
         q.bind_list(&ids).push(" RETURNING id");
-        for r in q.fetch_all(&mut *tx).await? {
+        for r in q.fetch_all(&mut **tx).await? {
             alive.push(r.text("id")?);
         }
     }
@@ -425,7 +461,7 @@ pub async fn record(
             e.last_error.clone(),
             *id
         )
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         if n > 0 {
             alive.push((*id).to_string());
@@ -457,7 +493,7 @@ pub async fn record(
             delivery_values(&mut q, id, f);
         }
         q.push(" ON CONFLICT (id) DO NOTHING");
-        inserted += q.execute(&mut *tx).await?;
+        inserted += q.execute(&mut **tx).await?;
     }
     if inserted < rows.len() as u64 {
         // An attempt-1 record already exists under the envelope id: a task
@@ -470,7 +506,7 @@ pub async fn record(
                 "SELECT created_at, duration_ms FROM webhook_deliveries WHERE id = $1",
                 &id
             )
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await?;
             let ours = match &existing {
                 Some(r) => {
@@ -485,7 +521,7 @@ pub async fn record(
                      status_code, response_body, error, duration_ms, succeeded, created_at) VALUES ",
                 );
                 delivery_values(&mut q, &fresh, f);
-                q.execute(&mut *tx).await?;
+                q.execute(&mut **tx).await?;
                 *out = Some(fresh);
             }
         }
@@ -510,7 +546,7 @@ pub async fn record(
                 &f.envelope_id,
                 lease
             )
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         } else {
             done.push(f.envelope_id.clone());
@@ -519,9 +555,8 @@ pub async fn record(
     for chunk in done.chunks(INSERT_CHUNK * 8) {
         let mut q = Sql::new("DELETE FROM webhook_tasks WHERE id IN ");
         q.bind_list(chunk);
-        q.execute(&mut *tx).await?;
+        q.execute(&mut **tx).await?;
     }
-    tx.commit().await?;
     Ok(ids_out)
 }
 
