@@ -393,10 +393,11 @@ impl Db {
         self.write_queued(work).await.await
     }
 
-    /// As [`Db::write`], but on SQLite returns as soon as the write is
-    /// queued, with the wait for its result: a caller can queue several
-    /// writes, in order, and wait for them together. On PostgreSQL the write
-    /// is done before this returns.
+    /// As [`Db::write`], but returns as soon as the write is queued (SQLite)
+    /// or started on a task of its own (PostgreSQL), with the wait for its
+    /// result: a caller can start several writes and wait for them together.
+    /// On SQLite they commit in the order queued; on PostgreSQL they run side
+    /// by side.
     pub async fn write_queued<T, E, F>(&self, work: F) -> JobFuture<'static, Result<T, E>>
     where
         T: Send + 'static,
@@ -406,14 +407,24 @@ impl Db {
         if let Some(group) = &self.group {
             return group.enqueue(work);
         }
-        let done = async {
-            let mut tx = self.begin().await?;
+        // Its own task, as on SQLite: the write finishes even if the caller
+        // goes away, and a batch need not wait for one record before
+        // starting the next send.
+        let writer = self.writer.clone();
+        let written = tokio::spawn(async move {
+            let mut tx = writer.begin().await?;
             let value = work(&mut tx).await?;
             tx.commit().await?;
             Ok(value)
-        }
-        .await;
-        Box::pin(std::future::ready(done))
+        });
+        Box::pin(async move {
+            match written.await {
+                Ok(outcome) => outcome,
+                Err(e) => Err(E::from(sqlx::Error::Protocol(format!(
+                    "the write could not be run: {e}"
+                )))),
+            }
+        })
     }
 
     pub async fn ping(&self) -> Result<(), sqlx::Error> {

@@ -1039,3 +1039,45 @@ async fn a_batch_of_provider_events_applies_them_in_order_once_each() {
     assert_eq!(types.iter().filter(|t| *t == "email.complained").count(), 1);
     assert_eq!(types.iter().filter(|t| *t == "email.delivered").count(), 1);
 }
+
+/// A send's record is written even when the request that made it goes away
+/// (a client that disconnects after the provider accepted): the write
+/// carries on after its caller is dropped mid-way, on either backend.
+#[tokio::test]
+async fn a_write_finishes_when_its_caller_goes_away() {
+    let url = crate::helpers::fresh_database_url().await;
+    let db = pigeonhole::store::Db::connect(&url).await.unwrap();
+    let (started, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let write = db.write(move |tx: &mut pigeonhole::store::Tx| {
+        Box::pin(async move {
+            let _ = started.send(());
+            let _ = released.await;
+            sql!(
+                "INSERT INTO labels (id, name, name_key, color, created_at) VALUES ($1, $2, $3, $4, $5)",
+                "lbl_orphan",
+                "Orphan",
+                "orphan",
+                "#aabbcc",
+                1i64
+            )
+            .execute(&mut **tx)
+            .await?;
+            Ok::<(), sqlx::Error>(())
+        })
+    });
+    // The caller waits until the write is under way, then goes away.
+    tokio::select! {
+        _ = write => panic!("the write cannot finish before it is released"),
+        _ = started_rx => {}
+    }
+    let _ = release.send(());
+    eventually("the orphaned write to commit", || async {
+        let row = sql!("SELECT id FROM labels WHERE id = $1", "lbl_orphan")
+            .fetch_optional(db.reader())
+            .await
+            .unwrap();
+        row.map(|_| ())
+    })
+    .await;
+}
