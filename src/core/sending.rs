@@ -362,16 +362,16 @@ fn names(list: &[Named]) -> Vec<String> {
     list.iter().map(|(_, a)| a.clone()).collect()
 }
 
-/// Finds or (on first use by a key that holds the address) makes the
-/// sender's mailbox on `domain_id`, the verified sending domain already
-/// looked up. Returns it and whether it is new.
-async fn sender_mailbox(
-    state: &AppState,
+/// The sender's mailbox as found, or (on first use by a key that holds the
+/// address) a new one on `domain_id`, the verified sending domain. Returns
+/// it and whether it is new.
+fn sender_mailbox(
     key: &ApiKey,
     address: &str,
+    found: Option<Mailbox>,
     domain_id: String,
 ) -> Result<(Mailbox, bool), ApiError> {
-    if let Some(m) = mailboxes::by_address(&state.db, address).await? {
+    if let Some(m) = found {
         return Ok((m, false));
     }
     mailboxes::check_reach_for_address(key, address)?;
@@ -425,14 +425,20 @@ pub async fn start(
         )));
     }
     let from_domain = address_domain(&from).to_string();
-    let Some(sending_domain) = domains::sending_domain_for(&state.db, &from_domain).await? else {
+    let recipients = input.recipients();
+    // Three independent reads, made side by side: a batch makes them for
+    // every item, one item after another.
+    let (sending_domain, suppressed, found_mailbox) = tokio::try_join!(
+        domains::sending_domain_for(&state.db, &from_domain),
+        suppressions::suppressed_among(&state.db, &recipients),
+        mailboxes::by_address(&state.db, &from),
+    )?;
+    let Some(sending_domain) = sending_domain else {
         return Err(ApiError::invalid(
             "from",
             format!("{from_domain} is not a verified sending domain of this account"),
         ));
     };
-    let recipients = input.recipients();
-    let suppressed = suppressions::suppressed_among(&state.db, &recipients).await?;
     if !suppressed.is_empty() {
         let param = if input.to.iter().any(|(_, a)| suppressed.contains(a)) {
             "to"
@@ -451,7 +457,7 @@ pub async fn start(
     }
     state.quota.admit(state, recipients.len()).await?;
 
-    let (mailbox, new_mailbox) = sender_mailbox(state, key, &from, sending_domain.id).await?;
+    let (mailbox, new_mailbox) = sender_mailbox(key, &from, found_mailbox, sending_domain.id)?;
     let now = clock::now_micros();
     let message_id = format!("<{}@{}>", ids::time_ordered_token(24), from_domain);
     let open_token =

@@ -50,7 +50,7 @@ impl GroupWriter {
     pub fn start(pool: AnyPool) -> std::io::Result<GroupWriter> {
         let (jobs, rx) = mpsc::unbounded_channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
+            .enable_time()
             .build()?;
         std::thread::Builder::new()
             .name("group-commit".into())
