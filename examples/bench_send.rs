@@ -1,7 +1,9 @@
 //! Send benchmark: starts Pigeonhole on a fresh database with the simulator
 //! provider and drives `POST /api/v1/emails` from 64 concurrent connections.
 //!
-//!     cargo run --release --example bench_send -- [--requests 20000] [--concurrency 64]
+//!     cargo run --release --example bench_send -- [--requests 20000] [--concurrency 64] [--idempotency]
+//!
+//! `--idempotency` gives every send its own `Idempotency-Key`.
 //!
 //! Uses SQLite in a temporary directory, or PostgreSQL when
 //! `PIGEONHOLE_BENCH_POSTGRES_URL` names a server (a fresh database is created).
@@ -56,6 +58,7 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 async fn main() -> anyhow::Result<()> {
     let requests = arg("--requests", 20_000);
     let concurrency = arg("--concurrency", 64);
+    let idempotency = std::env::args().any(|a| a == "--idempotency");
     let url = database_url().await?;
     let backend = if url.starts_with("sqlite") {
         "SQLite"
@@ -126,13 +129,14 @@ async fn main() -> anyhow::Result<()> {
             let mut errors = 0usize;
             for _ in 0..per_worker {
                 let t = Instant::now();
-                match client
+                let mut request = client
                     .post(format!("{base}/api/v1/emails"))
                     .bearer_auth(&key)
-                    .json(&*body)
-                    .send()
-                    .await
-                {
+                    .json(&*body);
+                if idempotency {
+                    request = request.header("Idempotency-Key", pigeonhole::ids::random_token(24));
+                }
+                match request.send().await {
                     Ok(r) if r.status().as_u16() == 202 => {
                         let _ = r.bytes().await;
                         lat.push(t.elapsed());
@@ -152,7 +156,14 @@ async fn main() -> anyhow::Result<()> {
     }
     let elapsed = started.elapsed();
     all.sort();
-    println!("backend: {backend}");
+    println!(
+        "backend: {backend}{}",
+        if idempotency {
+            ", an Idempotency-Key per send"
+        } else {
+            ""
+        }
+    );
     println!(
         "sends: {} ok, {errors} failed, {:.0} sends/s over {:.2}s with {concurrency} connections",
         all.len(),

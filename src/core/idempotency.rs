@@ -46,9 +46,8 @@ pub async fn begin(
             key,
             fingerprint,
             now
-        )
-        .execute(db.writer())
-        .await;
+        );
+        let inserted = db.write_statement(inserted).await;
         match inserted {
             Ok(_) => return Ok(Begin::Proceed),
             Err(e) if is_unique_violation(&e) => {}
@@ -60,9 +59,8 @@ pub async fn begin(
             api_key_id,
             endpoint,
             key
-        )
-        .fetch_optional(db.writer())
-        .await?;
+        );
+        let row = db.write_fetch_optional(row).await?;
         let Some(row) = row else { continue };
         let created = row.int("created_at")?;
         let state = row.text("state")?;
@@ -70,14 +68,13 @@ pub async fn begin(
         let stale = state == "running" && created < now - STALE_RUNNING_MICROS;
         if expired || stale {
             // Delete exactly the record we looked at, then race for a fresh insert.
-            sql!(
+            db.write_statement(sql!(
                 "DELETE FROM idempotency_keys WHERE api_key_id = $1 AND endpoint = $2 AND key = $3 AND created_at = $4",
                 api_key_id,
                 endpoint,
                 key,
                 created
-            )
-            .execute(db.writer())
+            ))
             .await?;
             continue;
         }
@@ -103,7 +100,7 @@ pub async fn finish(
     status: u16,
     body: &str,
 ) -> Result<(), sqlx::Error> {
-    sql!(
+    db.write_statement(sql!(
         "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_body = $2 \
          WHERE api_key_id = $3 AND endpoint = $4 AND key = $5",
         i64::from(status),
@@ -111,8 +108,7 @@ pub async fn finish(
         api_key_id,
         endpoint,
         key
-    )
-    .execute(db.writer())
+    ))
     .await
     .map(|_| ())
 }
@@ -124,23 +120,21 @@ pub async fn abandon(
     endpoint: &str,
     key: &str,
 ) -> Result<(), sqlx::Error> {
-    sql!(
+    db.write_statement(sql!(
         "DELETE FROM idempotency_keys WHERE api_key_id = $1 AND endpoint = $2 AND key = $3",
         api_key_id,
         endpoint,
         key
-    )
-    .execute(db.writer())
+    ))
     .await
     .map(|_| ())
 }
 
 /// Deletes records older than the retention; run periodically.
 pub async fn purge_expired(db: &Db) -> Result<u64, sqlx::Error> {
-    sql!(
+    db.write_statement(sql!(
         "DELETE FROM idempotency_keys WHERE created_at < $1",
         clock::now_micros() - RETENTION_MICROS
-    )
-    .execute(db.writer())
+    ))
     .await
 }

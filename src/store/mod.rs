@@ -427,6 +427,25 @@ impl Db {
         })
     }
 
+    /// One writing statement through [`Db::write`]: on SQLite it joins a
+    /// group commit instead of taking the writer connection from the
+    /// shared runtime, where every wake-up waits behind the requests being
+    /// served and the group writer waits behind that. Rows affected.
+    pub async fn write_statement(&self, statement: Sql) -> Result<u64, sqlx::Error> {
+        self.write(move |tx| Box::pin(async move { statement.execute(&mut **tx).await }))
+            .await
+    }
+
+    /// As [`Db::write_statement`], for a statement that reads (a read that
+    /// must see writes still in the group commit) or returns a row.
+    pub async fn write_fetch_optional(
+        &self,
+        statement: Sql,
+    ) -> Result<Option<AnyRow>, sqlx::Error> {
+        self.write(move |tx| Box::pin(async move { statement.fetch_optional(&mut **tx).await }))
+            .await
+    }
+
     pub async fn ping(&self) -> Result<(), sqlx::Error> {
         sql!("SELECT 1 AS one")
             .fetch_one(&self.reader)
