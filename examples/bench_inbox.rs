@@ -1370,7 +1370,7 @@ async fn write_chunk(
         while it.peek().is_some() {
             let batch: Vec<Vec<Value>> = it.by_ref().take(per).collect();
             insert_statement(db.backend(), &table, batch)
-                .execute(&mut *tx)
+                .execute_tx(&mut tx)
                 .await
                 .map_err(|e| anyhow::anyhow!("insert into {}: {e}", table.name))?;
         }

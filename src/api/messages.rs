@@ -123,7 +123,7 @@ pub async fn patch(
             .bind(read)
             .push(" WHERE id = ")
             .bind(&m.id)
-            .execute(&mut *tx)
+            .execute_tx(&mut tx)
             .await?;
         // The thread's unread count follows its messages.
         Sql::new(
@@ -132,7 +132,7 @@ pub async fn patch(
         .bind(&m.thread_id)
         .push(") WHERE id = ")
         .bind(&m.thread_id)
-        .execute(&mut *tx)
+        .execute_tx(&mut tx)
         .await?;
     }
     if let Some(star) = body.is_starred {
@@ -140,7 +140,7 @@ pub async fn patch(
             .bind(star)
             .push(" WHERE id = ")
             .bind(&m.id)
-            .execute(&mut *tx)
+            .execute_tx(&mut tx)
             .await?;
     }
     tx.commit().await?;

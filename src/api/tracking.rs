@@ -52,7 +52,7 @@ async fn record(s: &AppState, token: &str) -> Result<(), sqlx::Error> {
         "SELECT {COLUMNS} FROM messages m WHERE m.open_token = "
     ))
     .bind(token)
-    .fetch_optional(&mut *tx)
+    .fetch_optional_tx(&mut tx)
     .await?;
     let Some(row) = row else { return Ok(()) };
     let mut m = Message::from_row(&row)?;
@@ -65,7 +65,7 @@ async fn record(s: &AppState, token: &str) -> Result<(), sqlx::Error> {
         &m.id,
         now
     )
-    .execute(&mut *tx)
+    .execute_tx(&mut tx)
     .await?;
     events::emit(
         &mut tx,

@@ -361,7 +361,7 @@ async fn insert(tx: &mut crate::store::Tx, d: &Domain) -> Result<(), sqlx::Error
         d.last_checked_at,
         d.created_at
     )
-    .execute(&mut **tx)
+    .execute_tx(tx)
     .await
     .map(|_| ())
 }
@@ -445,7 +445,7 @@ pub async fn verify(
         next.last_checked_at,
         &next.id
     )
-    .execute(&mut *tx)
+    .execute_tx(&mut tx)
     .await?;
     if next.status != current.status {
         let event = match next.status.as_str() {

@@ -57,7 +57,7 @@ pub async fn create(
     let existing = match thread_id {
         Some(tid) => {
             let row = sql!("SELECT mailbox_id FROM threads WHERE id = $1", tid)
-                .fetch_optional(&mut *tx)
+                .fetch_optional_tx(&mut tx)
                 .await?;
             match row {
                 Some(r) if r.text("mailbox_id")? == mailbox.id => Some(tid.to_string()),
@@ -119,7 +119,7 @@ pub async fn create(
         key.id.clone(),
         now
     )
-    .execute(&mut *tx)
+    .execute_tx(&mut tx)
     .await?;
     tx.commit().await?;
     get(state, key, &id).await
@@ -166,29 +166,29 @@ pub fn content_of(d: &Message) -> DraftContent {
 async fn remove(state: &AppState, d: &Message) -> Result<(), sqlx::Error> {
     let mut tx = state.db.begin().await?;
     sql!("DELETE FROM messages WHERE id = $1 AND is_draft = 1", &d.id)
-        .execute(&mut *tx)
+        .execute_tx(&mut tx)
         .await?;
     let remaining = sql!(
         "SELECT COUNT(*) AS n FROM messages WHERE thread_id = $1",
         &d.thread_id
     )
-    .fetch_one(&mut *tx)
+    .fetch_one_tx(&mut tx)
     .await?
     .int("n")?;
     if remaining == 0 {
         sql!("DELETE FROM threads WHERE id = $1", &d.thread_id)
-            .execute(&mut *tx)
+            .execute_tx(&mut tx)
             .await?;
     } else {
         let drafts_left = sql!(
             "SELECT COUNT(*) AS n FROM messages WHERE is_draft = 1 AND thread_id = $1",
             &d.thread_id
         )
-        .fetch_one(&mut *tx)
+        .fetch_one_tx(&mut tx)
         .await?
         .int("n")?;
         let row = sql!("SELECT folders FROM threads WHERE id = $1", &d.thread_id)
-            .fetch_one(&mut *tx)
+            .fetch_one_tx(&mut tx)
             .await?;
         let mut folders = parse_folders(&row.text("folders")?);
         if drafts_left == 0 {
@@ -200,7 +200,7 @@ async fn remove(state: &AppState, d: &Message) -> Result<(), sqlx::Error> {
             .bind(format_folders(&folders))
             .push(" WHERE id = ")
             .bind(&d.thread_id)
-            .execute(&mut *tx)
+            .execute_tx(&mut tx)
             .await?;
     }
     tx.commit().await

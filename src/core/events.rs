@@ -36,7 +36,7 @@ pub async fn emit(
     data: Value,
 ) -> Result<String, sqlx::Error> {
     let (id, insert) = emit_statement(event_type, mailbox_id, data);
-    insert.execute(&mut **tx).await?;
+    insert.execute_tx(tx).await?;
     Ok(id)
 }
 

@@ -247,7 +247,7 @@ async fn store(
             &mb.id,
             &p.message_id
         )
-        .fetch_optional(&mut **tx)
+        .fetch_optional_tx(tx)
         .await?;
         if let Some(r) = existing {
             out.push(StoredInbound {
@@ -357,7 +357,7 @@ async fn store(
             }
         }
         if rows > 0 {
-            q.execute(&mut **tx).await?;
+            q.execute_tx(tx).await?;
         }
         for a in &p.attachments {
             sql!(
@@ -372,7 +372,7 @@ async fn store(
                 a.inline,
                 a.content.clone()
             )
-            .execute(&mut **tx)
+            .execute_tx(tx)
             .await?;
         }
         search::index_message(tx, backend, &message.id, &p.subject, &p.search_body).await?;
@@ -419,7 +419,7 @@ async fn by_subject(
         key,
         now - SUBJECT_THREAD_WINDOW_MICROS
     )
-    .fetch_optional(&mut **tx)
+    .fetch_optional_tx(tx)
     .await?
     .map(|r| r.text("id"))
     .transpose()
@@ -461,7 +461,7 @@ async fn insert_message(
         raw.to_vec(),
         m.created_at
     )
-    .execute(&mut **tx)
+    .execute_tx(tx)
     .await
     .map(|_| ())
 }
@@ -527,7 +527,7 @@ async fn touch_contacts(
              THEN excluded.last_seen_at ELSE contacts.last_seen_at END, \
          name = COALESCE(excluded.name, contacts.name)",
     );
-    q.execute(&mut **tx).await?;
+    q.execute_tx(tx).await?;
     Ok(())
 }
 

@@ -139,11 +139,11 @@ pub async fn delete(db: &Db, label: &Label) -> Result<(), sqlx::Error> {
     let mut tx = db.begin().await?;
     Sql::new("DELETE FROM thread_labels WHERE label_id = ")
         .bind(&label.id)
-        .execute(&mut *tx)
+        .execute_tx(&mut tx)
         .await?;
     Sql::new("DELETE FROM labels WHERE id = ")
         .bind(&label.id)
-        .execute(&mut *tx)
+        .execute_tx(&mut tx)
         .await?;
     tx.commit().await
 }
@@ -173,7 +173,7 @@ pub async fn attach(tx: &mut Tx, thread_id: &str, label_id: &str) -> Result<(), 
         .push(", ")
         .bind(label_id)
         .push(") ON CONFLICT (thread_id, label_id) DO NOTHING")
-        .execute(&mut **tx)
+        .execute_tx(tx)
         .await
         .map(|_| ())
 }
@@ -183,7 +183,7 @@ pub async fn detach(tx: &mut Tx, thread_id: &str, label_id: &str) -> Result<(), 
         .bind(thread_id)
         .push(" AND label_id = ")
         .bind(label_id)
-        .execute(&mut **tx)
+        .execute_tx(tx)
         .await
         .map(|_| ())
 }

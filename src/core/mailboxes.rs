@@ -185,7 +185,7 @@ pub async fn create(
 
 /// Inserts a mailbox row (also used when a first send creates one).
 pub async fn insert(tx: &mut Tx, m: &Mailbox) -> Result<(), sqlx::Error> {
-    insert_statement(m).execute(&mut **tx).await.map(|_| ())
+    insert_statement(m).execute_tx(tx).await.map(|_| ())
 }
 
 /// Inserts `m` unless a mailbox with its address exists already (made
@@ -194,11 +194,11 @@ pub async fn insert(tx: &mut Tx, m: &Mailbox) -> Result<(), sqlx::Error> {
 pub async fn insert_or_existing(tx: &mut Tx, m: &Mailbox) -> Result<String, sqlx::Error> {
     let mut insert = insert_statement(m);
     insert.push(" ON CONFLICT (address) DO NOTHING");
-    if insert.execute(&mut **tx).await? == 1 {
+    if insert.execute_tx(tx).await? == 1 {
         return Ok(m.id.clone());
     }
     sql!("SELECT id FROM mailboxes WHERE address = $1", &m.address)
-        .fetch_one(&mut **tx)
+        .fetch_one_tx(tx)
         .await?
         .text("id")
 }
@@ -228,7 +228,7 @@ async fn enforce_single_flags(tx: &mut Tx, m: &Mailbox) -> Result<(), sqlx::Erro
             "UPDATE mailboxes SET is_default = 0 WHERE is_default = 1 AND id <> $1",
             &m.id
         )
-        .execute(&mut **tx)
+        .execute_tx(tx)
         .await?;
     }
     if m.is_catch_all {
@@ -237,7 +237,7 @@ async fn enforce_single_flags(tx: &mut Tx, m: &Mailbox) -> Result<(), sqlx::Erro
             &m.domain,
             &m.id
         )
-        .execute(&mut **tx)
+        .execute_tx(tx)
         .await?;
     }
     Ok(())
@@ -278,7 +278,7 @@ pub async fn update(
         &m.color,
         &m.id
     )
-    .execute(&mut *tx)
+    .execute_tx(&mut tx)
     .await?;
     enforce_single_flags(&mut tx, &m).await?;
     tx.commit().await?;
@@ -298,7 +298,7 @@ pub async fn delete(db: &Db, key: &ApiKey, id: &str, confirm: bool) -> Result<Ma
     let mut tx = db.begin().await?;
     // The mail goes with the mailbox: threads, messages, attachments, contacts.
     let threads: Vec<String> = sql!("SELECT id FROM threads WHERE mailbox_id = $1", &m.id)
-        .fetch_all(&mut *tx)
+        .fetch_all_tx(&mut tx)
         .await?
         .iter()
         .map(|r| r.text("id"))
@@ -307,10 +307,10 @@ pub async fn delete(db: &Db, key: &ApiKey, id: &str, confirm: bool) -> Result<Ma
         crate::core::thread_actions::remove_threads(&mut tx, db.backend(), chunk).await?;
     }
     sql!("DELETE FROM contacts WHERE mailbox_id = $1", &m.id)
-        .execute(&mut *tx)
+        .execute_tx(&mut tx)
         .await?;
     sql!("DELETE FROM mailboxes WHERE id = $1", &m.id)
-        .execute(&mut *tx)
+        .execute_tx(&mut tx)
         .await?;
     tx.commit().await?;
     Ok(m)

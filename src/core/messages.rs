@@ -55,7 +55,7 @@ fn list_of(text: &str) -> Vec<String> {
 }
 
 impl Message {
-    pub fn from_row(r: &sqlx::any::AnyRow) -> Result<Message, sqlx::Error> {
+    pub fn from_row(r: &impl RowExt) -> Result<Message, sqlx::Error> {
         Ok(Message {
             id: r.text("id")?,
             thread_id: r.text("thread_id")?,

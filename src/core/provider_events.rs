@@ -19,7 +19,6 @@
 use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
-use sqlx::Row;
 
 use crate::clock;
 use crate::core::events;
@@ -141,7 +140,7 @@ impl Known {
             q.push(" FOR UPDATE");
         }
         let mut messages = HashMap::new();
-        for row in q.fetch_all(&mut **tx).await? {
+        for row in q.fetch_all_tx(tx).await? {
             let m = Message::from_row(&row)?;
             if let Some(pid) = m.provider_message_id.clone() {
                 messages.entry(pid).or_insert(m);
@@ -154,8 +153,8 @@ impl Known {
                 "SELECT message_id, type, recipient FROM message_events WHERE message_id IN ",
             );
             q.bind_list(&message_ids);
-            for row in q.fetch_all(&mut **tx).await? {
-                let recipient: Option<String> = row.try_get("recipient")?;
+            for row in q.fetch_all_tx(tx).await? {
+                let recipient = row.opt_text("recipient")?;
                 known_events.insert((row.text("message_id")?, row.text("type")?, recipient));
             }
         }
@@ -182,7 +181,7 @@ async fn apply(
             delivery_id,
             clock::now_micros()
         )
-        .execute(&mut **tx)
+        .execute_tx(tx)
         .await?;
         if first == 0 {
             return Ok(Ingested::Applied);
@@ -308,7 +307,7 @@ pub async fn record_open(
         at,
         &message.id
     )
-    .execute(&mut **tx)
+    .execute_tx(tx)
     .await?;
     message.open_count += 1;
     message.opened_at.get_or_insert(at);

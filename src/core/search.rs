@@ -152,7 +152,7 @@ pub async fn index_message(
     body: &str,
 ) -> Result<(), sqlx::Error> {
     if let Some(insert) = index_statement(backend, message_id, subject, body) {
-        insert.execute(&mut **tx).await?;
+        insert.execute_tx(tx).await?;
     }
     Ok(())
 }
@@ -189,7 +189,7 @@ pub async fn unindex_messages(
             "DELETE FROM messages_fts WHERE rowid IN (SELECT seq FROM messages WHERE id IN ",
         );
         q.bind_list(ids).push(")");
-        q.execute(&mut **tx).await?;
+        q.execute_tx(tx).await?;
     }
     Ok(())
 }

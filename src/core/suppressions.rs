@@ -58,7 +58,7 @@ pub async fn add(
         .push(", ")
         .bind(clock::now_micros())
         .push(") ON CONFLICT (address) DO NOTHING")
-        .execute(&mut **tx)
+        .execute_tx(tx)
         .await?;
     Ok(n > 0)
 }

@@ -41,7 +41,7 @@ pub const COLUMNS: &str = "t.id, t.mailbox_id, t.mailbox, t.domain, t.subject, t
     t.last_message_at, t.created_at";
 
 impl Thread {
-    pub fn from_row(r: &sqlx::any::AnyRow) -> Result<Thread, sqlx::Error> {
+    pub fn from_row(r: &impl RowExt) -> Result<Thread, sqlx::Error> {
         Ok(Thread {
             id: r.text("id")?,
             mailbox_id: r.text("mailbox_id")?,
@@ -165,7 +165,7 @@ async fn has_drafts(tx: &mut Tx, thread_id: &str) -> Result<bool, sqlx::Error> {
         Sql::new("SELECT id FROM messages WHERE is_draft = 1 AND thread_id = ")
             .bind(thread_id)
             .push(" LIMIT 1")
-            .fetch_optional(&mut **tx)
+            .fetch_optional_tx(tx)
             .await?
             .is_some(),
     )
@@ -192,35 +192,35 @@ pub async fn patch(
             .bind(format_folders(&folders))
             .push(" WHERE id = ")
             .bind(&t.id)
-            .execute(&mut *tx)
+            .execute_tx(&mut tx)
             .await?;
         Sql::new("UPDATE messages SET folder = ")
             .bind(folder.clone())
             .push(" WHERE is_draft = 0 AND thread_id = ")
             .bind(&t.id)
-            .execute(&mut *tx)
+            .execute_tx(&mut tx)
             .await?;
     }
     if let Some(read) = patch.is_read {
         if read {
             Sql::new("UPDATE messages SET is_read = 1 WHERE thread_id = ")
                 .bind(&t.id)
-                .execute(&mut *tx)
+                .execute_tx(&mut tx)
                 .await?;
             Sql::new("UPDATE threads SET unread_count = 0 WHERE id = ")
                 .bind(&t.id)
-                .execute(&mut *tx)
+                .execute_tx(&mut tx)
                 .await?;
         } else {
             let n = Sql::new("UPDATE messages SET is_read = 0 WHERE is_draft = 0 AND direction = 'inbound' AND thread_id = ")
                 .bind(&t.id)
-                .execute(&mut *tx)
+                .execute_tx(&mut tx)
                 .await?;
             Sql::new("UPDATE threads SET unread_count = ")
                 .bind(n.max(1) as i64)
                 .push(" WHERE id = ")
                 .bind(&t.id)
-                .execute(&mut *tx)
+                .execute_tx(&mut tx)
                 .await?;
         }
     }
@@ -229,7 +229,7 @@ pub async fn patch(
             .bind(star)
             .push(" WHERE id = ")
             .bind(&t.id)
-            .execute(&mut *tx)
+            .execute_tx(&mut tx)
             .await?;
     }
     for l in &patch.add {
@@ -240,7 +240,7 @@ pub async fn patch(
     }
     let row = Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE t.id = "))
         .bind(&t.id)
-        .fetch_one(&mut *tx)
+        .fetch_one_tx(&mut tx)
         .await?;
     let updated = Thread::from_row(&row)?;
     let label_rows = Sql::new(
@@ -248,7 +248,7 @@ pub async fn patch(
     )
     .bind(&t.id)
     .push(" ORDER BY l.name_key")
-    .fetch_all(&mut *tx)
+    .fetch_all_tx(&mut tx)
     .await?;
     let mut current = Vec::new();
     for r in &label_rows {
@@ -292,11 +292,11 @@ pub async fn delete(
             .bind(format_folders(&["trash".to_string()]))
             .push(" WHERE id = ")
             .bind(&t.id)
-            .execute(&mut *tx)
+            .execute_tx(&mut tx)
             .await?;
         Sql::new("UPDATE messages SET folder = 'trash' WHERE thread_id = ")
             .bind(&t.id)
-            .execute(&mut *tx)
+            .execute_tx(&mut tx)
             .await?;
     }
     tx.commit().await?;
@@ -316,7 +316,7 @@ pub async fn remove_threads(
     let mut q = Sql::new("SELECT id FROM messages WHERE thread_id IN ");
     q.bind_list(thread_ids);
     let ids: Vec<String> = q
-        .fetch_all(&mut **tx)
+        .fetch_all_tx(tx)
         .await?
         .iter()
         .map(|r| r.text("id"))
@@ -326,7 +326,7 @@ pub async fn remove_threads(
         for chunk in ids.chunks(500) {
             let mut q = Sql::new(&format!("DELETE FROM {table} WHERE message_id IN "));
             q.bind_list(chunk);
-            q.execute(&mut **tx).await?;
+            q.execute_tx(tx).await?;
         }
     }
     for (table, col) in [
@@ -336,7 +336,7 @@ pub async fn remove_threads(
     ] {
         let mut q = Sql::new(&format!("DELETE FROM {table} WHERE {col} IN "));
         q.bind_list(thread_ids);
-        q.execute(&mut **tx).await?;
+        q.execute_tx(tx).await?;
     }
     Ok(())
 }

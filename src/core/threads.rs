@@ -80,7 +80,7 @@ pub async fn add_message(
     c: &ThreadContribution<'_>,
 ) -> Result<String, sqlx::Error> {
     let (id, change) = add_message_statement(tx, backend, thread_id, c).await?;
-    change.execute(&mut **tx).await?;
+    change.execute_tx(tx).await?;
     Ok(id)
 }
 
@@ -106,7 +106,7 @@ pub async fn add_message_statement(
             Sql::new("SELECT folders, participants, last_message_at FROM threads WHERE id = ")
                 .bind(id)
                 .push(lock_suffix(backend))
-                .fetch_optional(&mut **tx)
+                .fetch_optional_tx(tx)
                 .await?;
         if let Some(row) = row {
             let mut folders = parse_folders(&row.text("folders")?);
@@ -213,7 +213,7 @@ pub async fn by_references(
         q.bind_list(&provider_ids);
     }
     q.push(") ORDER BY created_at DESC LIMIT 1");
-    q.fetch_optional(&mut **tx)
+    q.fetch_optional_tx(tx)
         .await?
         .map(|r| r.text("thread_id"))
         .transpose()

@@ -10,16 +10,21 @@
 //!
 //! A job keeps running when its caller goes away (say, an HTTP client that
 //! disconnects): a send the provider accepted is still recorded.
+//!
+//! The thread owns its connection and runs statements in place (see
+//! `lite`): no hand-off to another thread per statement.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use sqlx::AnyPool;
+use std::path::Path;
+
+use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Sql, Tx};
+use super::{Tx, TxInner, lite};
 
 /// At most this many jobs share one transaction, so that one commit never
 /// waits on an unbounded amount of work.
@@ -47,14 +52,15 @@ impl GroupWriter {
     /// The writer runs on its own thread and runtime: every trip to the
     /// connection wakes it, and on the shared runtime each wake-up would
     /// wait behind every request being served.
-    pub fn start(pool: AnyPool) -> std::io::Result<GroupWriter> {
+    pub fn start(file: &Path) -> anyhow::Result<GroupWriter> {
+        let conn = lite::open(file)?;
         let (jobs, rx) = mpsc::unbounded_channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()?;
         std::thread::Builder::new()
             .name("group-commit".into())
-            .spawn(move || runtime.block_on(run(pool, rx)))?;
+            .spawn(move || runtime.block_on(run(conn, rx)))?;
         Ok(GroupWriter { jobs })
     }
 
@@ -106,7 +112,7 @@ fn batch_error(why: String) -> sqlx::Error {
     sqlx::Error::Protocol(format!("group commit failed: {why}"))
 }
 
-async fn run(pool: AnyPool, mut rx: mpsc::UnboundedReceiver<Job>) {
+async fn run(mut conn: Connection, mut rx: mpsc::UnboundedReceiver<Job>) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -115,36 +121,28 @@ async fn run(pool: AnyPool, mut rx: mpsc::UnboundedReceiver<Job>) {
                 Err(_) => break,
             }
         }
-        run_batch(&pool, batch).await;
+        conn = run_batch(conn, batch).await;
     }
 }
 
-async fn run_batch(pool: &AnyPool, batch: Vec<Job>) {
-    let mut tx = match pool.begin().await {
-        Ok(tx) => tx,
-        Err(e) => {
-            tracing::error!(error = %e, "group commit: could not begin a transaction");
-            // Jobs that never ran are dropped; their callers hear of it.
-            return;
-        }
-    };
+/// Runs a batch in one transaction and hands the connection back, with no
+/// transaction open whatever happened.
+async fn run_batch(conn: Connection, batch: Vec<Job>) -> Connection {
+    // IMMEDIATE: take the write lock now, waiting (busy timeout) for a
+    // writer on another connection, rather than fail on the first write.
+    if let Err(e) = lite::batch(&conn, "BEGIN IMMEDIATE") {
+        tracing::error!(error = %e, "group commit: could not begin a transaction");
+        // Jobs that never ran are dropped; their callers hear of it.
+        return conn;
+    }
+    let mut tx = Tx::lite(conn);
     let mut delivers = Vec::with_capacity(batch.len());
-    // Each trip to the connection's thread costs a wake-up on both sides,
-    // so a job's savepoint is released in the same trip that opens the
-    // next one, and the last one by the COMMIT.
-    let mut open = false;
+    let mut failure = None;
     for job in batch {
-        let opening = if open {
-            "RELEASE job; SAVEPOINT job"
-        } else {
-            "SAVEPOINT job"
-        };
-        if let Err(e) = savepoint(&mut tx, opening).await {
-            tracing::error!(error = %e, "group commit: savepoint failed");
-            fail_all(delivers, e.to_string());
-            return;
+        if let Err(e) = control(&tx, "SAVEPOINT job") {
+            failure = Some(e);
+            break;
         }
-        open = true;
         // A job that panics is rolled back like one that failed; its caller
         // hears of it when its reply channel drops. (Spawning a task per
         // batch would isolate panics too, but costs a fifth of the send
@@ -157,21 +155,44 @@ async fn run_batch(pool: &AnyPool, batch: Vec<Job>) {
             }
         };
         delivers.extend(deliver);
-        if !ok {
-            open = false;
-            if let Err(e) = savepoint(&mut tx, "ROLLBACK TO job; RELEASE job").await {
-                tracing::error!(error = %e, "group commit: rolling back a savepoint failed");
-                fail_all(delivers, e.to_string());
-                return;
-            }
+        let end = if ok {
+            "RELEASE job"
+        } else {
+            "ROLLBACK TO job; RELEASE job"
+        };
+        if let Err(e) = control(&tx, end) {
+            failure = Some(e);
+            break;
         }
     }
-    match tx.commit().await {
-        Ok(()) => delivers.into_iter().for_each(|d| d(None)),
-        Err(e) => {
-            tracing::error!(error = %e, "group commit: commit failed");
+    let conn = match tx.inner {
+        TxInner::Lite(conn) => conn,
+        // `Tx::lite` above made it and a job only borrows it.
+        TxInner::Pool(_) => unreachable!("the group writer's transaction is its own connection"),
+    };
+    let failure = failure.or_else(|| lite::batch(&conn, "COMMIT").err());
+    match failure {
+        None => delivers.into_iter().for_each(|d| d(None)),
+        Some(e) => {
+            tracing::error!(error = %e, "group commit: the batch failed and is rolled back");
+            if !conn.is_autocommit()
+                && let Err(e) = lite::batch(&conn, "ROLLBACK")
+            {
+                tracing::error!(error = %e, "group commit: rollback failed");
+            }
             fail_all(delivers, e.to_string());
         }
+    }
+    conn
+}
+
+/// Transaction control on the group writer's connection.
+fn control(tx: &Tx, statements: &str) -> Result<(), sqlx::Error> {
+    match &tx.inner {
+        TxInner::Lite(conn) => lite::batch(conn, statements),
+        TxInner::Pool(_) => Err(sqlx::Error::Protocol(
+            "the group writer's transaction is not its own connection".into(),
+        )),
     }
 }
 
@@ -197,15 +218,6 @@ fn fail_all(delivers: Vec<Deliver>, why: String) {
     }
 }
 
-// Boxed so that the spawned task's future is plainly `Send` (the borrow of
-// the connection otherwise trips a higher-ranked lifetime check).
-fn savepoint<'a>(
-    tx: &'a mut Tx,
-    statement: &'static str,
-) -> JobFuture<'a, Result<(), sqlx::Error>> {
-    Box::pin(async move { Sql::new(statement).execute(&mut **tx).await.map(|_| ()) })
-}
-
 #[cfg(test)]
 mod tests {
     use crate::sql;
@@ -226,7 +238,7 @@ mod tests {
                             "INSERT INTO settings (key, value) VALUES ($1, 'x')",
                             format!("k{i}")
                         )
-                        .execute(&mut **tx)
+                        .execute_tx(tx)
                         .await?;
                         if i % 7 == 3 {
                             return Err(sqlx::Error::Protocol("refused".into()));
@@ -268,13 +280,56 @@ mod tests {
             .write(|tx| {
                 Box::pin(async move {
                     sql!("INSERT INTO settings (key, value) VALUES ('after', 'x')")
-                        .execute(&mut **tx)
+                        .execute_tx(tx)
                         .await?;
                     Ok(1)
                 })
             })
             .await;
         assert_eq!(later.unwrap(), 1);
+        temp.remove().await;
+    }
+
+    /// The group writer and `Db::begin` write from two connections: a
+    /// transaction from `Db::begin` must hold the write lock from its start
+    /// (else a read then a write in it fails when a group commit lands in
+    /// between), and a group write queued meanwhile waits for it.
+    #[tokio::test]
+    async fn a_pool_transaction_locks_at_once_and_the_group_writer_waits_for_it() {
+        let temp = TempSqlite::new("group-lock").await;
+        let db = temp.db.clone();
+        let mut tx = db.begin().await.unwrap();
+        let file = sql!("SELECT file FROM pragma_database_list WHERE name = 'main'")
+            .fetch_one_tx(&mut tx)
+            .await
+            .unwrap()
+            .text("file")
+            .unwrap();
+        let probe = rusqlite::Connection::open(&file).unwrap();
+        probe.busy_timeout(std::time::Duration::ZERO).unwrap();
+        let locked = probe.execute_batch("BEGIN IMMEDIATE").unwrap_err();
+        assert!(locked.to_string().contains("locked"), "{locked}");
+
+        let writer = db.clone();
+        let queued = tokio::spawn(async move {
+            writer
+                .write_statement(sql!(
+                    "INSERT INTO settings (key, value) VALUES ('group', 'x')"
+                ))
+                .await
+        });
+        sql!("INSERT INTO settings (key, value) VALUES ('pool', 'x')")
+            .execute_tx(&mut tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(queued.await.unwrap().unwrap(), 1);
+        let keys = sql!("SELECT key FROM settings WHERE value = 'x' ORDER BY key")
+            .fetch_all(db.reader())
+            .await
+            .unwrap();
+        let keys: Vec<String> = keys.iter().map(|r| r.text("key").unwrap()).collect();
+        assert_eq!(keys, ["group", "pool"]);
         temp.remove().await;
     }
 }

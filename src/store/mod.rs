@@ -13,12 +13,96 @@ use sqlx::any::{AnyArguments, AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{Any, AnyPool, Arguments, ConnectOptions, Executor, Row};
 
 mod group;
+mod lite;
 mod migrations;
 
 use group::GroupWriter;
 pub use group::JobFuture;
+pub use lite::LiteRow;
 
-pub type Tx = sqlx::Transaction<'static, Any>;
+/// A write transaction. Outside the SQLite group writer it is sqlx's; inside
+/// it, the group writer's own connection, whose transaction the group
+/// writer opens and commits (see `lite`).
+pub struct Tx {
+    inner: TxInner,
+}
+
+enum TxInner {
+    Pool(sqlx::Transaction<'static, Any>),
+    Lite(rusqlite::Connection),
+}
+
+impl From<sqlx::Transaction<'static, Any>> for Tx {
+    fn from(tx: sqlx::Transaction<'static, Any>) -> Tx {
+        Tx {
+            inner: TxInner::Pool(tx),
+        }
+    }
+}
+
+impl Tx {
+    fn lite(conn: rusqlite::Connection) -> Tx {
+        Tx {
+            inner: TxInner::Lite(conn),
+        }
+    }
+
+    /// Commits a transaction from [`Db::begin`]. The group writer's is
+    /// committed by the group writer, for every job in it at once.
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        match self.inner {
+            TxInner::Pool(tx) => tx.commit().await,
+            TxInner::Lite(_) => Err(sqlx::Error::Protocol(
+                "a group-commit job cannot commit on its own".into(),
+            )),
+        }
+    }
+}
+
+/// A row read inside a [`Tx`].
+pub enum TxRow {
+    Pool(AnyRow),
+    Lite(LiteRow),
+}
+
+impl RowExt for TxRow {
+    fn text(&self, col: &str) -> Result<String, sqlx::Error> {
+        match self {
+            TxRow::Pool(r) => r.text(col),
+            TxRow::Lite(r) => r.text(col),
+        }
+    }
+    fn opt_text(&self, col: &str) -> Result<Option<String>, sqlx::Error> {
+        match self {
+            TxRow::Pool(r) => r.opt_text(col),
+            TxRow::Lite(r) => r.opt_text(col),
+        }
+    }
+    fn int(&self, col: &str) -> Result<i64, sqlx::Error> {
+        match self {
+            TxRow::Pool(r) => r.int(col),
+            TxRow::Lite(r) => r.int(col),
+        }
+    }
+    fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
+        match self {
+            TxRow::Pool(r) => r.opt_int(col),
+            TxRow::Lite(r) => r.opt_int(col),
+        }
+    }
+    fn flag(&self, col: &str) -> Result<bool, sqlx::Error> {
+        match self {
+            TxRow::Pool(r) => r.flag(col),
+            TxRow::Lite(r) => r.flag(col),
+        }
+    }
+    fn bytes(&self, col: &str) -> Result<Vec<u8>, sqlx::Error> {
+        match self {
+            TxRow::Pool(r) => r.bytes(col),
+            TxRow::Lite(r) => r.bytes(col),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -195,6 +279,44 @@ impl Sql {
     }
 }
 
+/// The same statements inside a [`Tx`].
+impl Sql {
+    pub async fn execute_tx(&self, tx: &mut Tx) -> Result<u64, sqlx::Error> {
+        match &mut tx.inner {
+            TxInner::Pool(t) => self.execute(&mut **t).await,
+            TxInner::Lite(conn) => lite::execute(conn, self),
+        }
+    }
+
+    pub async fn fetch_all_tx(&self, tx: &mut Tx) -> Result<Vec<TxRow>, sqlx::Error> {
+        match &mut tx.inner {
+            TxInner::Pool(t) => Ok(self
+                .fetch_all(&mut **t)
+                .await?
+                .into_iter()
+                .map(TxRow::Pool)
+                .collect()),
+            TxInner::Lite(conn) => Ok(lite::fetch_all(conn, self)?
+                .into_iter()
+                .map(TxRow::Lite)
+                .collect()),
+        }
+    }
+
+    pub async fn fetch_optional_tx(&self, tx: &mut Tx) -> Result<Option<TxRow>, sqlx::Error> {
+        match &mut tx.inner {
+            TxInner::Pool(t) => Ok(self.fetch_optional(&mut **t).await?.map(TxRow::Pool)),
+            TxInner::Lite(conn) => Ok(lite::fetch_optional(conn, self)?.map(TxRow::Lite)),
+        }
+    }
+
+    pub async fn fetch_one_tx(&self, tx: &mut Tx) -> Result<TxRow, sqlx::Error> {
+        self.fetch_optional_tx(tx)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)
+    }
+}
+
 impl Sql {
     /// Appends `other` as a further statement, its placeholders renumbered
     /// after this one's. Placeholders are `$n` outside quoted literals.
@@ -228,16 +350,26 @@ impl Sql {
 
 /// Runs statements that return no rows, in order, stopping at the first
 /// error (the ones before it have run: call it inside a transaction that an
-/// error rolls back). On SQLite they go to the connection as one
-/// multi-statement call: one trip to its thread instead of one per
-/// statement, which is most of what a small write costs. PostgreSQL's
-/// protocol takes one statement with parameters per call, so there they run
+/// error rolls back). On a pooled SQLite connection they go as one
+/// multi-statement call: one trip to sqlx's connection thread instead of
+/// one per statement, which is most of what a small write costs there.
+/// PostgreSQL's protocol takes one statement with parameters per call, and
+/// the group writer's connection has no trips to save, so there they run
 /// one by one.
 pub async fn execute_all(
-    conn: &mut sqlx::AnyConnection,
+    tx: &mut Tx,
     backend: Backend,
     statements: &[Sql],
 ) -> Result<(), sqlx::Error> {
+    let conn = match &mut tx.inner {
+        TxInner::Pool(t) => &mut **t,
+        TxInner::Lite(conn) => {
+            for s in statements {
+                lite::execute(conn, s)?;
+            }
+            return Ok(());
+        }
+    };
     match backend {
         Backend::Sqlite => {
             let mut all = Sql::default();
@@ -331,8 +463,14 @@ impl Db {
                     .after_connect(sqlite_pragmas)
                     .connect_with(opts)
                     .await?;
+                // The group writer opens the same file on its own connection,
+                // after the pool has created it and set WAL mode.
+                let file = Sql::new("SELECT file FROM pragma_database_list WHERE name = 'main'")
+                    .fetch_one(&writer)
+                    .await?
+                    .text("file")?;
                 Db {
-                    group: Some(GroupWriter::start(writer.clone())?),
+                    group: Some(GroupWriter::start(std::path::Path::new(&file))?),
                     writer,
                     reader,
                     backend,
@@ -375,9 +513,19 @@ impl Db {
         &self.writer
     }
 
-    /// Starts a write transaction.
+    /// Starts a write transaction. On SQLite it takes the write lock at
+    /// once (`BEGIN IMMEDIATE`): the group writer writes from another
+    /// connection, and a transaction that read before asking to write would
+    /// fail instead of waiting if the group writer committed in between.
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
-        self.writer.begin().await
+        match self.backend {
+            Backend::Sqlite => self
+                .writer
+                .begin_with("BEGIN IMMEDIATE")
+                .await
+                .map(Tx::from),
+            Backend::Postgres => self.writer.begin().await.map(Tx::from),
+        }
     }
 
     /// Runs `work` in a write transaction and commits it; an `Err` from
@@ -412,7 +560,7 @@ impl Db {
         // starting the next send.
         let writer = self.writer.clone();
         let written = tokio::spawn(async move {
-            let mut tx = writer.begin().await?;
+            let mut tx = Tx::from(writer.begin().await?);
             let value = work(&mut tx).await?;
             tx.commit().await?;
             Ok(value)
@@ -432,17 +580,14 @@ impl Db {
     /// shared runtime, where every wake-up waits behind the requests being
     /// served and the group writer waits behind that. Rows affected.
     pub async fn write_statement(&self, statement: Sql) -> Result<u64, sqlx::Error> {
-        self.write(move |tx| Box::pin(async move { statement.execute(&mut **tx).await }))
+        self.write(move |tx| Box::pin(async move { statement.execute_tx(tx).await }))
             .await
     }
 
     /// As [`Db::write_statement`], for a statement that reads (a read that
     /// must see writes still in the group commit) or returns a row.
-    pub async fn write_fetch_optional(
-        &self,
-        statement: Sql,
-    ) -> Result<Option<AnyRow>, sqlx::Error> {
-        self.write(move |tx| Box::pin(async move { statement.fetch_optional(&mut **tx).await }))
+    pub async fn write_fetch_optional(&self, statement: Sql) -> Result<Option<TxRow>, sqlx::Error> {
+        self.write(move |tx| Box::pin(async move { statement.fetch_optional_tx(tx).await }))
             .await
     }
 
@@ -578,34 +723,53 @@ pub(crate) mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn execute_all_runs_every_statement_on_sqlite() {
-        let temp = TempSqlite::new("exec").await;
-        let mut conn = temp.db.writer().acquire().await.unwrap();
-        let statements: Vec<Sql> = (0..5i64)
+    fn inserts(prefix: &str) -> Vec<Sql> {
+        (0..5i64)
             .map(|i| {
                 sql!(
                     "INSERT INTO settings (key, value) VALUES ($1, $2)",
-                    format!("x{i}"),
+                    format!("{prefix}{i}"),
                     format!("v{i}")
                 )
             })
-            .collect();
-        execute_all(&mut conn, Backend::Sqlite, &statements)
+            .collect()
+    }
+
+    async fn settings_like(db: &Db, prefix: &str) -> Vec<(String, String)> {
+        sql!(
+            "SELECT key, value FROM settings WHERE key LIKE $1 ORDER BY key",
+            format!("{prefix}%")
+        )
+        .fetch_all(db.reader())
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.text("key").unwrap(), r.text("value").unwrap()))
+        .collect()
+    }
+
+    #[tokio::test]
+    async fn execute_all_runs_every_statement_on_sqlite_in_both_kinds_of_transaction() {
+        let temp = TempSqlite::new("exec").await;
+        // sqlx's connection, as one multi-statement call.
+        let mut tx = temp.db.begin().await.unwrap();
+        execute_all(&mut tx, Backend::Sqlite, &inserts("x"))
             .await
             .unwrap();
-        let rows = sql!("SELECT key, value FROM settings WHERE key LIKE 'x%' ORDER BY key")
-            .fetch_all(&mut *conn)
+        tx.commit().await.unwrap();
+        // The group writer's connection, one by one.
+        temp.db
+            .write(|tx| {
+                Box::pin(async move { execute_all(tx, Backend::Sqlite, &inserts("y")).await })
+            })
             .await
             .unwrap();
-        let got: Vec<(String, String)> = rows
-            .iter()
-            .map(|r| (r.text("key").unwrap(), r.text("value").unwrap()))
-            .collect();
-        let want: Vec<(String, String)> =
-            (0..5).map(|i| (format!("x{i}"), format!("v{i}"))).collect();
-        assert_eq!(got, want);
-        drop(conn);
+        for prefix in ["x", "y"] {
+            let want: Vec<(String, String)> = (0..5)
+                .map(|i| (format!("{prefix}{i}"), format!("v{i}")))
+                .collect();
+            assert_eq!(settings_like(&temp.db, prefix).await, want);
+        }
         temp.remove().await;
     }
 }

@@ -396,19 +396,19 @@ pub async fn delete(db: &Db, key: &ApiKey, id: &str) -> Result<Webhook, ApiError
         .ok_or(ApiError::NotFound("webhook"))?;
     let mut tx = db.begin().await?;
     sql!("DELETE FROM webhooks WHERE id = $1", &current.id)
-        .execute(&mut *tx)
+        .execute_tx(&mut tx)
         .await?;
     sql!(
         "DELETE FROM webhook_tasks WHERE webhook_id = $1",
         &current.id
     )
-    .execute(&mut *tx)
+    .execute_tx(&mut tx)
     .await?;
     sql!(
         "DELETE FROM webhook_deliveries WHERE webhook_id = $1",
         &current.id
     )
-    .execute(&mut *tx)
+    .execute_tx(&mut tx)
     .await?;
     tx.commit().await?;
     Ok(current)

@@ -116,13 +116,13 @@ async fn dispatch_in(
         ),
         vec![floor.into()],
     )
-    .fetch_all(&mut **tx)
+    .fetch_all_tx(tx)
     .await?;
     if rows.is_empty() {
         return Ok(Dispatched::default());
     }
     let hooks = sql!("SELECT id, events, mailbox_id, created_at FROM webhooks WHERE enabled = 1")
-        .fetch_all(&mut **tx)
+        .fetch_all_tx(tx)
         .await?;
     let mut endpoints: Vec<(String, Vec<String>, Option<String>, i64)> =
         Vec::with_capacity(hooks.len());
@@ -177,12 +177,12 @@ async fn dispatch_in(
             }
             q.bind_list(row);
         }
-        q.execute(&mut **tx).await?;
+        q.execute_tx(tx).await?;
     }
     for chunk in seqs.chunks(INSERT_CHUNK * 8) {
         let mut q = Sql::new("UPDATE events SET dispatched_at = ");
         q.bind(now).push(" WHERE seq IN ").bind_list(chunk);
-        q.execute(&mut **tx).await?;
+        q.execute_tx(tx).await?;
     }
     Ok(Dispatched {
         events: rows.len(),
@@ -290,7 +290,7 @@ pub async fn claim(
         Box::pin(async move {
             let mut out = Vec::new();
             for q in claims {
-                for r in q.fetch_all(&mut **tx).await? {
+                for r in q.fetch_all_tx(tx).await? {
                     out.push(Task {
                         id: r.text("id")?,
                         webhook_id: r.text("webhook_id")?,
@@ -403,7 +403,7 @@ async fn record_in(
         let ids: Vec<&str> = effects.keys().copied().collect();
         let mut q = Sql::new("SELECT id FROM webhooks WHERE id IN ");
         q.bind_list(&ids).push(" ORDER BY id FOR UPDATE");
-        q.fetch_all(&mut **tx).await?;
+        q.fetch_all_tx(tx).await?;
     }
     let mut alive: Vec<String> = Vec::with_capacity(effects.len());
     // Endpoints whose attempts all succeeded: one statement for all of them.
@@ -430,7 +430,7 @@ async fn record_in(
         q.push(" END WHERE id IN ");
         let ids: Vec<&str> = clean.iter().map(|(id, _)| *id).collect();
         q.bind_list(&ids).push(" RETURNING id");
-        for r in q.fetch_all(&mut **tx).await? {
+        for r in q.fetch_all_tx(tx).await? {
             alive.push(r.text("id")?);
         }
     }
@@ -461,7 +461,7 @@ async fn record_in(
             e.last_error.clone(),
             *id
         )
-        .execute(&mut **tx)
+        .execute_tx(tx)
         .await?;
         if n > 0 {
             alive.push((*id).to_string());
@@ -493,7 +493,7 @@ async fn record_in(
             delivery_values(&mut q, id, f);
         }
         q.push(" ON CONFLICT (id) DO NOTHING");
-        inserted += q.execute(&mut **tx).await?;
+        inserted += q.execute_tx(tx).await?;
     }
     if inserted < rows.len() as u64 {
         // An attempt-1 record already exists under the envelope id: a task
@@ -506,7 +506,7 @@ async fn record_in(
                 "SELECT created_at, duration_ms FROM webhook_deliveries WHERE id = $1",
                 &id
             )
-            .fetch_optional(&mut **tx)
+            .fetch_optional_tx(tx)
             .await?;
             let ours = match &existing {
                 Some(r) => {
@@ -521,7 +521,7 @@ async fn record_in(
                      status_code, response_body, error, duration_ms, succeeded, created_at) VALUES ",
                 );
                 delivery_values(&mut q, &fresh, f);
-                q.execute(&mut **tx).await?;
+                q.execute_tx(tx).await?;
                 *out = Some(fresh);
             }
         }
@@ -546,7 +546,7 @@ async fn record_in(
                 &f.envelope_id,
                 lease
             )
-            .execute(&mut **tx)
+            .execute_tx(tx)
             .await?;
         } else {
             done.push(f.envelope_id.clone());
@@ -555,7 +555,7 @@ async fn record_in(
     for chunk in done.chunks(INSERT_CHUNK * 8) {
         let mut q = Sql::new("DELETE FROM webhook_tasks WHERE id IN ");
         q.bind_list(chunk);
-        q.execute(&mut **tx).await?;
+        q.execute_tx(tx).await?;
     }
     Ok(ids_out)
 }

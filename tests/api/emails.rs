@@ -1061,7 +1061,7 @@ async fn a_write_finishes_when_its_caller_goes_away() {
                 "#aabbcc",
                 1i64
             )
-            .execute(&mut **tx)
+            .execute_tx(tx)
             .await?;
             Ok::<(), sqlx::Error>(())
         })
