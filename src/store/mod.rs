@@ -679,7 +679,7 @@ pub(crate) mod tests {
     /// A fresh SQLite database in the temporary directory, for unit tests.
     pub(crate) struct TempSqlite {
         pub db: Db,
-        path: std::path::PathBuf,
+        pub path: std::path::PathBuf,
     }
 
     impl TempSqlite {
