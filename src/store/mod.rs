@@ -469,6 +469,13 @@ impl Db {
                     .fetch_one(&writer)
                     .await?
                     .text("file")?;
+                if file.is_empty() {
+                    // Each connection would have a database of its own.
+                    anyhow::bail!(
+                        "an in-memory SQLite database is not supported: give a file, \
+                         such as sqlite://pigeonhole.db"
+                    );
+                }
                 Db {
                     group: Some(GroupWriter::start(std::path::Path::new(&file))?),
                     writer,
@@ -698,6 +705,14 @@ pub(crate) mod tests {
                 let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
             }
         }
+    }
+
+    #[tokio::test]
+    async fn an_in_memory_database_is_refused_with_a_reason() {
+        let Err(err) = Db::connect("sqlite::memory:").await else {
+            panic!("an in-memory database was accepted");
+        };
+        assert!(err.to_string().contains("in-memory"), "{err}");
     }
 
     #[test]
