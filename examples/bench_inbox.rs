@@ -1813,6 +1813,10 @@ async fn explain_all(
 // Main
 // ---------------------------------------------------------------------------
 
+// The service binary's allocator (see src/main.rs): measure what it runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args();

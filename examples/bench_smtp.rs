@@ -106,6 +106,10 @@ async fn client(addr: std::net::SocketAddr, client: usize, count: usize) -> anyh
     Ok(accepted)
 }
 
+// The service binary's allocator (see src/main.rs): measure what it runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();

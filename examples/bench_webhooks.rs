@@ -462,6 +462,10 @@ async fn run(postgres_admin: Option<&str>) -> anyhow::Result<()> {
     Ok(())
 }
 
+// The service binary's allocator (see src/main.rs): measure what it runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     pigeonhole::init_tls();

@@ -62,6 +62,11 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
+// glibc's malloc took about a tenth of the busiest threads' time under
+// load; mimalloc raised sends per second by about an eighth on both backends.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
