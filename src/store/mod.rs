@@ -18,7 +18,7 @@ mod migrations;
 
 use group::GroupWriter;
 pub use group::JobFuture;
-pub use lite::LiteRow;
+use lite::LiteRow;
 
 /// A write transaction. Outside the SQLite group writer it is sqlx's; inside
 /// it, the group writer's own connection, whose transaction the group
@@ -59,48 +59,41 @@ impl Tx {
     }
 }
 
-/// A row read inside a [`Tx`].
-pub enum TxRow {
+/// A row read inside a [`Tx`], read through [`RowExt`].
+pub struct TxRow(RowInner);
+
+enum RowInner {
     Pool(AnyRow),
     Lite(LiteRow),
 }
 
+impl TxRow {
+    fn row(&self) -> &dyn RowExt {
+        match &self.0 {
+            RowInner::Pool(r) => r,
+            RowInner::Lite(r) => r,
+        }
+    }
+}
+
 impl RowExt for TxRow {
     fn text(&self, col: &str) -> Result<String, sqlx::Error> {
-        match self {
-            TxRow::Pool(r) => r.text(col),
-            TxRow::Lite(r) => r.text(col),
-        }
+        self.row().text(col)
     }
     fn opt_text(&self, col: &str) -> Result<Option<String>, sqlx::Error> {
-        match self {
-            TxRow::Pool(r) => r.opt_text(col),
-            TxRow::Lite(r) => r.opt_text(col),
-        }
+        self.row().opt_text(col)
     }
     fn int(&self, col: &str) -> Result<i64, sqlx::Error> {
-        match self {
-            TxRow::Pool(r) => r.int(col),
-            TxRow::Lite(r) => r.int(col),
-        }
+        self.row().int(col)
     }
     fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
-        match self {
-            TxRow::Pool(r) => r.opt_int(col),
-            TxRow::Lite(r) => r.opt_int(col),
-        }
+        self.row().opt_int(col)
     }
     fn flag(&self, col: &str) -> Result<bool, sqlx::Error> {
-        match self {
-            TxRow::Pool(r) => r.flag(col),
-            TxRow::Lite(r) => r.flag(col),
-        }
+        self.row().flag(col)
     }
     fn bytes(&self, col: &str) -> Result<Vec<u8>, sqlx::Error> {
-        match self {
-            TxRow::Pool(r) => r.bytes(col),
-            TxRow::Lite(r) => r.bytes(col),
-        }
+        self.row().bytes(col)
     }
 }
 
@@ -294,19 +287,24 @@ impl Sql {
                 .fetch_all(&mut **t)
                 .await?
                 .into_iter()
-                .map(TxRow::Pool)
+                .map(|r| TxRow(RowInner::Pool(r)))
                 .collect()),
             TxInner::Lite(conn) => Ok(lite::fetch_all(conn, self)?
                 .into_iter()
-                .map(TxRow::Lite)
+                .map(|r| TxRow(RowInner::Lite(r)))
                 .collect()),
         }
     }
 
     pub async fn fetch_optional_tx(&self, tx: &mut Tx) -> Result<Option<TxRow>, sqlx::Error> {
         match &mut tx.inner {
-            TxInner::Pool(t) => Ok(self.fetch_optional(&mut **t).await?.map(TxRow::Pool)),
-            TxInner::Lite(conn) => Ok(lite::fetch_optional(conn, self)?.map(TxRow::Lite)),
+            TxInner::Pool(t) => Ok(self
+                .fetch_optional(&mut **t)
+                .await?
+                .map(|r| TxRow(RowInner::Pool(r)))),
+            TxInner::Lite(conn) => {
+                Ok(lite::fetch_optional(conn, self)?.map(|r| TxRow(RowInner::Lite(r))))
+            }
         }
     }
 
