@@ -24,7 +24,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Tx, TxInner, lite};
+use super::{Sql, Tx, TxInner, lite};
 
 /// At most this many jobs share one transaction, so that one commit never
 /// waits on an unbounded amount of work.
@@ -52,8 +52,8 @@ pub struct GroupWriter {
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl GroupWriter {
-    /// Starts the thread that owns the writer side. It ends when every
-    /// handle is dropped.
+    /// Starts the thread that owns the writer side, and the checkpointer's
+    /// beside it. Both end when every handle is dropped.
     ///
     /// The writer runs on its own thread and runtime: every trip to the
     /// connection wakes it, and on the shared runtime each wake-up would
@@ -127,7 +127,10 @@ fn batch_error(why: String) -> sqlx::Error {
     sqlx::Error::Protocol(format!("group commit failed: {why}"))
 }
 
-async fn run(mut conn: Connection, mut rx: mpsc::UnboundedReceiver<Job>) {
+async fn run(conn: Connection, mut rx: mpsc::UnboundedReceiver<Job>) {
+    // Jobs borrow the connection as a `Tx`; the transactions around them
+    // are this loop's.
+    let mut tx = Tx::lite(conn);
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -136,7 +139,7 @@ async fn run(mut conn: Connection, mut rx: mpsc::UnboundedReceiver<Job>) {
                 Err(_) => break,
             }
         }
-        conn = run_batch(conn, batch).await;
+        run_batch(&mut tx, batch).await;
     }
 }
 
@@ -153,21 +156,19 @@ fn checkpoint_while(conn: Connection, alive: std::sync::Weak<()>) {
     }
 }
 
-/// Runs a batch in one transaction and hands the connection back, with no
-/// transaction open whatever happened.
-async fn run_batch(conn: Connection, batch: Vec<Job>) -> Connection {
+/// Runs a batch in one transaction, leaving none open whatever happened.
+async fn run_batch(tx: &mut Tx, batch: Vec<Job>) {
     // IMMEDIATE: take the write lock now, waiting (busy timeout) for a
     // writer on another connection, rather than fail on the first write.
-    if let Err(e) = lite::batch(&conn, "BEGIN IMMEDIATE") {
+    if let Err(e) = control(tx, "BEGIN IMMEDIATE").await {
         tracing::error!(error = %e, "group commit: could not begin a transaction");
         // Jobs that never ran are dropped; their callers hear of it.
-        return conn;
+        return;
     }
-    let mut tx = Tx::lite(conn);
     let mut delivers = Vec::with_capacity(batch.len());
     let mut failure = None;
     for job in batch {
-        if let Err(e) = control(&tx, "SAVEPOINT job") {
+        if let Err(e) = control(tx, "SAVEPOINT job").await {
             failure = Some(e);
             break;
         }
@@ -175,7 +176,7 @@ async fn run_batch(conn: Connection, batch: Vec<Job>) -> Connection {
         // hears of it when its reply channel drops. (Spawning a task per
         // batch would isolate panics too, but costs a fifth of the send
         // rate in extra wake-ups.)
-        let (ok, deliver) = match CatchPanic(job(&mut tx)).await {
+        let (ok, deliver) = match CatchPanic(job(tx)).await {
             Some((ok, deliver)) => (ok, Some(deliver)),
             None => {
                 tracing::error!("group commit: a job panicked; its writes are rolled back");
@@ -183,45 +184,39 @@ async fn run_batch(conn: Connection, batch: Vec<Job>) -> Connection {
             }
         };
         delivers.extend(deliver);
-        let end = if ok {
-            "RELEASE job"
-        } else {
-            "ROLLBACK TO job; RELEASE job"
-        };
-        if let Err(e) = control(&tx, end) {
+        let mut closed = Ok(());
+        if !ok {
+            closed = control(tx, "ROLLBACK TO job").await;
+        }
+        if closed.is_ok() {
+            closed = control(tx, "RELEASE job").await;
+        }
+        if let Err(e) = closed {
             failure = Some(e);
             break;
         }
     }
-    let conn = match tx.inner {
-        TxInner::Lite(conn) => conn,
-        // `Tx::lite` above made it and a job only borrows it.
-        TxInner::Pool(_) => unreachable!("the group writer's transaction is its own connection"),
+    let failure = match failure {
+        Some(e) => Some(e),
+        None => control(tx, "COMMIT").await.err(),
     };
-    let failure = failure.or_else(|| lite::batch(&conn, "COMMIT").err());
     match failure {
         None => delivers.into_iter().for_each(|d| d(None)),
         Some(e) => {
             tracing::error!(error = %e, "group commit: the batch failed and is rolled back");
-            if !conn.is_autocommit()
-                && let Err(e) = lite::batch(&conn, "ROLLBACK")
+            if let TxInner::Lite(conn) = &tx.inner
+                && !conn.is_autocommit()
+                && let Err(e) = control(tx, "ROLLBACK").await
             {
                 tracing::error!(error = %e, "group commit: rollback failed");
             }
             fail_all(delivers, e.to_string());
         }
     }
-    conn
 }
 
-/// Transaction control on the group writer's connection.
-fn control(tx: &Tx, statements: &str) -> Result<(), sqlx::Error> {
-    match &tx.inner {
-        TxInner::Lite(conn) => lite::batch(conn, statements),
-        TxInner::Pool(_) => Err(sqlx::Error::Protocol(
-            "the group writer's transaction is not its own connection".into(),
-        )),
-    }
+async fn control(tx: &mut Tx, statement: &'static str) -> Result<(), sqlx::Error> {
+    Sql::new(statement).execute_tx(tx).await.map(|_| ())
 }
 
 /// Polls a future, turning a panic inside it into `None`.
