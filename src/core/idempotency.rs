@@ -38,29 +38,33 @@ pub async fn begin(
 ) -> Result<Begin, sqlx::Error> {
     let now = clock::now_micros();
     for _ in 0..3 {
-        let inserted = sql!(
-            "INSERT INTO idempotency_keys (api_key_id, endpoint, key, fingerprint, state, created_at) \
-             VALUES ($1, $2, $3, $4, 'running', $5)",
-            api_key_id,
-            endpoint,
-            key,
-            fingerprint,
-            now
-        );
-        let inserted = db.write_statement(inserted).await;
+        let inserted = db
+            .write_statement(sql!(
+                "INSERT INTO idempotency_keys (api_key_id, endpoint, key, fingerprint, state, created_at) \
+                 VALUES ($1, $2, $3, $4, 'running', $5)",
+                api_key_id,
+                endpoint,
+                key,
+                fingerprint,
+                now
+            ))
+            .await;
         match inserted {
             Ok(_) => return Ok(Begin::Proceed),
             Err(e) if is_unique_violation(&e) => {}
             Err(e) => return Err(e),
         }
-        let row = sql!(
-            "SELECT fingerprint, state, response_status, response_body, created_at FROM idempotency_keys \
-             WHERE api_key_id = $1 AND endpoint = $2 AND key = $3",
-            api_key_id,
-            endpoint,
-            key
-        );
-        let row = db.write_fetch_optional(row).await?;
+        // Through the writer: a read beside it could miss a record still in
+        // a group commit.
+        let row = db
+            .write_fetch_optional(sql!(
+                "SELECT fingerprint, state, response_status, response_body, created_at FROM idempotency_keys \
+                 WHERE api_key_id = $1 AND endpoint = $2 AND key = $3",
+                api_key_id,
+                endpoint,
+                key
+            ))
+            .await?;
         let Some(row) = row else { continue };
         let created = row.int("created_at")?;
         let state = row.text("state")?;
