@@ -36,13 +36,7 @@ async fn ingest_batch(
     batch: &[ProviderEvent],
     later: &mut Vec<ProviderEvent>,
 ) -> Result<(), sqlx::Error> {
-    let backend = db.backend();
-    let events = batch.to_vec();
-    let outcomes = db
-        .write(move |tx| {
-            Box::pin(async move { provider_events::ingest_batch_in(tx, backend, &events).await })
-        })
-        .await?;
+    let outcomes = provider_events::ingest_all(db, batch.to_vec()).await?;
     for (ev, outcome) in batch.iter().zip(outcomes) {
         if outcome == Ingested::UnknownMessage {
             later.push(ev.clone());

@@ -74,17 +74,18 @@ fn once_per_recipient(kind: ProviderEventKind) -> bool {
 }
 
 pub async fn ingest(db: &Db, ev: &ProviderEvent) -> Result<Ingested, sqlx::Error> {
-    let backend = db.backend();
-    let ev = ev.clone();
-    let outcome = db
-        .write(move |tx| {
-            Box::pin(async move { ingest_batch_in(tx, backend, std::slice::from_ref(&ev)).await })
-        })
-        .await?;
-    outcome
+    ingest_all(db, vec![ev.clone()])
+        .await?
         .first()
         .copied()
         .ok_or_else(|| sqlx::Error::Protocol("ingestion returned no outcome".into()))
+}
+
+/// Ingests events in order in one write; an outcome per event.
+pub async fn ingest_all(db: &Db, events: Vec<ProviderEvent>) -> Result<Vec<Ingested>, sqlx::Error> {
+    let backend = db.backend();
+    db.write(move |tx| Box::pin(async move { ingest_batch_in(tx, backend, &events).await }))
+        .await
 }
 
 /// Applies events in order inside the caller's transaction, so that a batch
@@ -92,7 +93,7 @@ pub async fn ingest(db: &Db, ev: &ProviderEvent) -> Result<Ingested, sqlx::Error
 /// already have are read once for the whole batch, and every write but the
 /// rare ones (SNS dedupe, suppressions, opens) goes out in one call at the
 /// end: per batch, not per event, trips to the connection.
-pub async fn ingest_batch_in(
+async fn ingest_batch_in(
     tx: &mut crate::store::Tx,
     backend: Backend,
     events: &[ProviderEvent],

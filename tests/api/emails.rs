@@ -969,7 +969,7 @@ async fn one_idempotency_key_sends_once_across_two_processes() {
 /// dropped, and a later event moves the status the earlier one set.
 #[tokio::test]
 async fn a_batch_of_provider_events_applies_them_in_order_once_each() {
-    use pigeonhole::core::provider_events::{Ingested, ingest_batch_in};
+    use pigeonhole::core::provider_events::{Ingested, ingest_all};
     use pigeonhole::provider::{ProviderEvent, ProviderEventKind};
 
     let app = spawn_app().await;
@@ -994,11 +994,9 @@ async fn a_batch_of_provider_events_applies_them_in_order_once_each() {
         provider_message_id: "nobody-sent-this".into(),
         ..event(ProviderEventKind::Delivery)
     };
-    let mut tx = app.db.begin().await.unwrap();
-    let outcomes = ingest_batch_in(
-        &mut tx,
-        app.db.backend(),
-        &[
+    let outcomes = ingest_all(
+        &app.db,
+        vec![
             event(ProviderEventKind::Delivery),
             event(ProviderEventKind::Complaint),
             unknown,
@@ -1007,7 +1005,6 @@ async fn a_batch_of_provider_events_applies_them_in_order_once_each() {
     )
     .await
     .unwrap();
-    tx.commit().await.unwrap();
     assert_eq!(
         outcomes,
         vec![
