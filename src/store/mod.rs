@@ -624,17 +624,20 @@ impl Db {
 type ConnectFuture<'c> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), sqlx::Error>> + Send + 'c>>;
 
+/// What every SQLite connection, sqlx's or the group writer's, is set to.
+const SQLITE_PRAGMAS: [&str; 4] = [
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA busy_timeout = 10000",
+    "PRAGMA foreign_keys = ON",
+];
+
 fn sqlite_pragmas(
     conn: &mut sqlx::AnyConnection,
     _: sqlx::pool::PoolConnectionMetadata,
 ) -> ConnectFuture<'_> {
     Box::pin(async move {
-        for pragma in [
-            "PRAGMA journal_mode = WAL",
-            "PRAGMA synchronous = NORMAL",
-            "PRAGMA busy_timeout = 10000",
-            "PRAGMA foreign_keys = ON",
-        ] {
+        for pragma in SQLITE_PRAGMAS {
             Sql::new(pragma).execute(&mut *conn).await?;
         }
         Ok(())
