@@ -16,6 +16,7 @@ fn terms(q: &str) -> Vec<String> {
 /// Appends ` AND <messages alias>.<seq> matches q`. A query with no words
 /// matches nothing.
 pub fn push_match(sql: &mut Sql, backend: Backend, alias: &str, q: &str) {
+    sql.plan_each_run();
     let words = terms(q);
     if words.is_empty() {
         sql.push(" AND 1 = 0");
@@ -84,6 +85,7 @@ pub async fn push_thread_match(
     alias: &str,
     q: &str,
 ) -> Result<(), sqlx::Error> {
+    sql.plan_each_run();
     if db.backend() == Backend::Postgres {
         sql.push(&format!(
             " AND {alias}.id IN (SELECT m.thread_id FROM messages m WHERE 1 = 1"

@@ -175,6 +175,9 @@ impl From<Option<&str>> for Value {
 pub struct Sql {
     text: String,
     args: Vec<Value>,
+    /// Planned for its own values on every run (PostgreSQL) instead of
+    /// prepared once per connection: see [`Sql::plan_each_run`].
+    plan_each_run: bool,
 }
 
 impl Sql {
@@ -182,6 +185,7 @@ impl Sql {
         Sql {
             text: text.to_string(),
             args: Vec::new(),
+            plan_each_run: false,
         }
     }
 
@@ -190,6 +194,7 @@ impl Sql {
         Sql {
             text: text.to_string(),
             args,
+            plan_each_run: false,
         }
     }
 
@@ -223,6 +228,16 @@ impl Sql {
         &self.text
     }
 
+    /// Not kept as a prepared statement, so PostgreSQL plans it for the
+    /// values of each run. A prepared statement switches to one generic plan
+    /// after a few runs, and for a full-text search the best plan depends on
+    /// how common the words are: a walk newest-first suits a common word
+    /// and is ruinous for a rare one.
+    pub fn plan_each_run(&mut self) -> &mut Self {
+        self.plan_each_run = true;
+        self
+    }
+
     fn arguments(&self) -> Result<AnyArguments<'_>, sqlx::Error> {
         let mut args = AnyArguments::default();
         for v in &self.args {
@@ -242,6 +257,7 @@ impl Sql {
     ) -> Result<u64, sqlx::Error> {
         let args = self.arguments()?;
         Ok(sqlx::query_with(&self.text, args)
+            .persistent(!self.plan_each_run)
             .execute(ex)
             .await?
             .rows_affected())
@@ -252,7 +268,9 @@ impl Sql {
         ex: E,
     ) -> Result<Vec<AnyRow>, sqlx::Error> {
         let args = self.arguments()?;
-        sqlx::query_with(&self.text, args).fetch_all(ex).await
+        sqlx::query_with(&self.text, args)
+            .persistent(!self.plan_each_run)
+            .fetch_all(ex).await
     }
 
     pub async fn fetch_optional<'e, E: Executor<'e, Database = Any>>(
@@ -260,7 +278,9 @@ impl Sql {
         ex: E,
     ) -> Result<Option<AnyRow>, sqlx::Error> {
         let args = self.arguments()?;
-        sqlx::query_with(&self.text, args).fetch_optional(ex).await
+        sqlx::query_with(&self.text, args)
+            .persistent(!self.plan_each_run)
+            .fetch_optional(ex).await
     }
 
     pub async fn fetch_one<'e, E: Executor<'e, Database = Any>>(
@@ -268,7 +288,9 @@ impl Sql {
         ex: E,
     ) -> Result<AnyRow, sqlx::Error> {
         let args = self.arguments()?;
-        sqlx::query_with(&self.text, args).fetch_one(ex).await
+        sqlx::query_with(&self.text, args)
+            .persistent(!self.plan_each_run)
+            .fetch_one(ex).await
     }
 }
 
@@ -317,13 +339,19 @@ impl Sql {
 
 impl Sql {
     /// Appends `other` as a further statement, its placeholders renumbered
-    /// after this one's. Placeholders are `$n` outside quoted literals.
+    /// after this one's.
     fn append_statement(&mut self, other: &Sql) {
-        let offset = self.args.len();
         if !self.text.trim_end().ends_with(';') {
             self.text.push(';');
         }
         self.text.push('\n');
+        self.push_renumbered(other);
+    }
+
+    /// Appends `other`'s text and values, its placeholders renumbered after
+    /// this one's. Placeholders are `$n` outside quoted literals.
+    fn push_renumbered(&mut self, other: &Sql) {
+        let offset = self.args.len();
         let mut chars = other.text.chars().peekable();
         let mut quoted = false;
         while let Some(c) = chars.next() {
@@ -489,7 +517,6 @@ impl Db {
                     // A ping on every checkout costs a round trip per query;
                     // broken connections surface as errors instead.
                     .test_before_acquire(false)
-                    .after_connect(postgres_settings)
                     .connect_with(opts)
                     .await?;
                 Db {
@@ -640,21 +667,6 @@ fn sqlite_pragmas(
         for pragma in SQLITE_PRAGMAS {
             Sql::new(pragma).execute(&mut *conn).await?;
         }
-        Ok(())
-    })
-}
-
-fn postgres_settings(
-    conn: &mut sqlx::AnyConnection,
-    _: sqlx::pool::PoolConnectionMetadata,
-) -> ConnectFuture<'_> {
-    Box::pin(async move {
-        // Statements are prepared once per connection; a generic plan chosen
-        // after a few runs would fit a search for a common word to every
-        // word, however rare. Plan each run for its own values.
-        Sql::new("SET plan_cache_mode = force_custom_plan")
-            .execute(&mut *conn)
-            .await?;
         Ok(())
     })
 }

@@ -527,3 +527,52 @@ async fn every_search_shape_finds_the_same_threads() {
         assert_eq!(found, expected, "{shape:?}");
     }
 }
+
+/// On PostgreSQL a search is planned for its own words on every run: a
+/// prepared statement would settle on one generic plan after a few runs, and
+/// the plan that suits a common word is ruinous for a rare one.
+#[tokio::test]
+async fn searches_are_never_kept_as_prepared_statements() {
+    use pigeonhole::store::Backend;
+
+    let app = setup().await;
+    send(&app, json!({"from": "team@example.com", "to": "ann@x.com", "subject": "Harbour plans", "text": "The ferry leaves at nine"})).await;
+    for _ in 0..8 {
+        for path in [
+            "/api/v1/threads?q=ferry",
+            "/api/v1/emails?q=ferry",
+            "/api/v1/messages?q=ferry",
+            "/api/v1/threads?limit=5",
+        ] {
+            let r = app.get(path).await;
+            assert_eq!(r.status, 200, "{path}: {}", r.text);
+        }
+    }
+    if app.db.backend() != Backend::Postgres {
+        return;
+    }
+    // Prepared statements belong to a session: look at every connection
+    // of the pool, holding each so that the next checkout is another one.
+    let pool = app.db.reader();
+    let mut held = Vec::new();
+    let (mut searches, mut others) = (0, 0);
+    for _ in 0..pool.size() {
+        let mut conn = pool.acquire().await.unwrap();
+        // Itself unprepared, or it would count its own text.
+        let mut count = sql!(
+            "SELECT COUNT(*) FILTER (WHERE statement LIKE '%tsquery%') AS searches, \
+             COUNT(*) FILTER (WHERE statement LIKE '%FROM threads t%') AS others \
+             FROM pg_prepared_statements"
+        );
+        let row = count
+            .plan_each_run()
+            .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+        searches += row.int("searches").unwrap();
+        others += row.int("others").unwrap();
+        held.push(conn);
+    }
+    assert_eq!(searches, 0, "a search was kept as a prepared statement");
+    assert!(others > 0, "plain thread lists are prepared as usual");
+}
