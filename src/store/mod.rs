@@ -379,9 +379,10 @@ impl Sql {
 /// error rolls back). On a pooled SQLite connection they go as one
 /// multi-statement call: one trip to sqlx's connection thread instead of
 /// one per statement, which is most of what a small write costs there.
-/// PostgreSQL's protocol takes one statement with parameters per call, and
-/// the group writer's connection has no trips to save, so there they run
-/// one by one.
+/// PostgreSQL's protocol takes one statement with parameters per call, so
+/// there each run of plain inserts becomes one statement (see
+/// [`merge_plain_inserts`]) and the rest run one by one. The group writer's
+/// connection has no trips to save: one by one.
 pub async fn execute_all(
     tx: &mut Tx,
     backend: Backend,
@@ -411,12 +412,67 @@ pub async fn execute_all(
             }
         }
         Backend::Postgres => {
-            for s in statements {
+            for s in merge_plain_inserts(statements) {
                 s.execute(&mut *conn).await?;
             }
         }
     }
     Ok(())
+}
+
+/// Joins each run of two or more plain inserts into one statement of
+/// data-modifying CTEs (`WITH s0 AS (INSERT …), s1 AS (INSERT …) INSERT …`):
+/// one round trip to PostgreSQL instead of one each. Only `INSERT … VALUES`
+/// without `ON CONFLICT` or `RETURNING` qualifies: the parts of one
+/// statement share a snapshot and run in no set order, so none may read
+/// what another writes, and no two may write the same row. Other statements
+/// stay as they are, in their place.
+fn merge_plain_inserts(statements: &[Sql]) -> Vec<Sql> {
+    fn is_plain_insert(s: &Sql) -> bool {
+        let text = s.text.trim_start();
+        text.starts_with("INSERT INTO")
+            && !text.contains("SELECT")
+            && !text.contains("ON CONFLICT")
+            && !text.contains("RETURNING")
+            && !text.trim_end().ends_with(';')
+    }
+    fn join(run: &[&Sql]) -> Sql {
+        let Some((last, firsts)) = run.split_last() else {
+            return Sql::default();
+        };
+        if firsts.is_empty() {
+            return (*last).clone();
+        }
+        let mut all = Sql::new("WITH ");
+        for (i, s) in firsts.iter().enumerate() {
+            if i > 0 {
+                all.push(", ");
+            }
+            all.push(&format!("s{i} AS ("));
+            all.push_renumbered(s);
+            all.push(")");
+        }
+        all.push(" ");
+        all.push_renumbered(last);
+        all
+    }
+    let mut merged = Vec::new();
+    let mut run: Vec<&Sql> = Vec::new();
+    for s in statements {
+        if is_plain_insert(s) {
+            run.push(s);
+            continue;
+        }
+        if !run.is_empty() {
+            merged.push(join(&run));
+            run.clear();
+        }
+        merged.push(s.clone());
+    }
+    if !run.is_empty() {
+        merged.push(join(&run));
+    }
+    merged
 }
 
 /// Builds a [`Sql`] from text with `$n` placeholders and the values in order.
@@ -749,6 +805,41 @@ pub(crate) mod tests {
                 Value::from(7i64)
             ]
         );
+    }
+
+    #[test]
+    fn runs_of_plain_inserts_become_one_statement_for_postgres() {
+        let statements = vec![
+            sql!("UPDATE threads SET n = $1 WHERE id = $2", 1, "t"),
+            sql!("INSERT INTO a (x, y) VALUES ($1, $2)", "a1", "a2"),
+            sql!("INSERT INTO b (x) VALUES ($1)", "b1"),
+            sql!("INSERT INTO c (x, note) VALUES ($1, 'costs $2')", "c1"),
+            sql!("INSERT INTO d (x) VALUES ($1) ON CONFLICT DO NOTHING", "d1"),
+            sql!("INSERT INTO e (x) VALUES ($1)", "e1"),
+        ];
+        let merged = merge_plain_inserts(&statements);
+        let texts: Vec<&str> = merged.iter().map(Sql::text).collect();
+        assert_eq!(
+            texts,
+            [
+                "UPDATE threads SET n = $1 WHERE id = $2",
+                "WITH s0 AS (INSERT INTO a (x, y) VALUES ($1, $2)), \
+                 s1 AS (INSERT INTO b (x) VALUES ($3)) \
+                 INSERT INTO c (x, note) VALUES ($4, 'costs $2')",
+                "INSERT INTO d (x) VALUES ($1) ON CONFLICT DO NOTHING",
+                "INSERT INTO e (x) VALUES ($1)",
+            ]
+        );
+        let values: Vec<String> = merged[1]
+            .args
+            .iter()
+            .map(|v| match v {
+                Value::Text(Some(t)) => t.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(values, ["a1", "a2", "b1", "c1"]);
+        assert!(merge_plain_inserts(&[]).is_empty());
     }
 
     fn inserts(prefix: &str) -> Vec<Sql> {
