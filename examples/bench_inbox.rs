@@ -1643,39 +1643,21 @@ async fn explain(db: &Db, title: &str, sql: &str, args: Vec<Value>) -> anyhow::R
     Ok(best)
 }
 
-/// The thread search condition as `GET /threads?q=` builds it today, and the
-/// two alternative shapes the report proposes. `$1` is the match expression.
-fn search_clause(backend: Backend, shape: &str) -> String {
-    match (backend, shape) {
-        (Backend::Sqlite, "current") => {
-            " AND t.id IN (SELECT m.thread_id FROM messages m WHERE 1 = 1 AND m.seq IN \
-             (SELECT rowid FROM messages_fts WHERE messages_fts MATCH $1))"
-                .into()
-        }
-        // Walk threads newest first; per thread, probe the FTS index for each
-        // of its messages (rowid = seq AND MATCH): cheap when most threads match.
-        (Backend::Sqlite, "probe") => {
-            " AND EXISTS (SELECT 1 FROM messages m JOIN messages_fts f ON f.rowid = m.seq \
-             WHERE m.thread_id = t.id AND f.messages_fts MATCH $1)"
-                .into()
-        }
-        // Walk threads newest first; the matching seqs are materialised once
-        // and each thread's messages are checked against them.
-        (Backend::Sqlite, _) => {
-            " AND EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.id AND m.seq IN \
-             (SELECT rowid FROM messages_fts WHERE messages_fts MATCH $1))"
-                .into()
-        }
-        (Backend::Postgres, "current") => {
-            " AND t.id IN (SELECT m.thread_id FROM messages m WHERE 1 = 1 AND m.search @@ \
-             plainto_tsquery('simple', $1))"
-                .into()
-        }
-        (Backend::Postgres, _) => {
-            " AND EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.id AND m.search @@ \
-             plainto_tsquery('simple', $1))"
-                .into()
-        }
+/// A thread search as `GET /threads?q=` makes it. `$1` is the match
+/// expression; `base` and `order` are the plain list's.
+fn search_statement(backend: Backend, base: &str, order: &str) -> String {
+    match backend {
+        // The thread index read newest first (see `search::thread_search_select`).
+        Backend::Sqlite => format!(
+            "SELECT {THREAD_COLUMNS}, f.rowid AS search_key FROM threads_fts f \
+             CROSS JOIN threads t ON t.search_key = f.rowid WHERE 1 = 1 \
+             AND t.folders NOT LIKE '%,trash,%' AND t.folders NOT LIKE '%,spam,%' \
+             AND f.threads_fts MATCH $1 ORDER BY f.rowid DESC LIMIT 26"
+        ),
+        Backend::Postgres => format!(
+            "{base} AND t.id IN (SELECT m.thread_id FROM messages m WHERE 1 = 1 AND m.search @@ \
+             plainto_tsquery('simple', $1)){order}"
+        ),
     }
 }
 
@@ -1699,7 +1681,6 @@ async fn explain_all(
         vec![],
     )
     .await?;
-    let mut proposed: Vec<String> = Vec::new();
     if let Some((at, id)) = cursor.and_then(decode_cursor) {
         explain(
             db,
@@ -1720,65 +1701,18 @@ async fn explain_all(
         )
         .await?;
     }
-    let shapes: &[&str] = match db.backend() {
-        Backend::Sqlite => &["current", "probe", "materialised"],
-        Backend::Postgres => &["current", "exists"],
-    };
     for (label, term, df) in terms {
         let arg = match db.backend() {
             Backend::Sqlite => format!("\"{term}\""),
             Backend::Postgres => term.clone(),
         };
-        let mut count = (0, 0.0);
-        if db.backend() == Backend::Sqlite {
-            // What it costs to count matches up to a bound (for choosing a shape).
-            let t0 = Instant::now();
-            let r = Sql::with(
-                "SELECT COUNT(*) AS n FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH $1 LIMIT 100001) x",
-                vec![Value::from(arg.clone())],
-            )
-            .fetch_one(db.reader())
-            .await?;
-            count = (r.int("n")?, t0.elapsed().as_secs_f64() * 1000.0);
-            println!(
-                "\n--- count of matches for {term}, bounded at 100001: {} in {:.2} ms",
-                count.0, count.1
-            );
-        }
-        let mut times = HashMap::new();
-        for shape in shapes {
-            let ms = explain(
-                db,
-                &format!("search {label} q={term} ({df} messages), shape {shape}"),
-                &format!("{base}{}{order}", search_clause(db.backend(), shape)),
-                vec![Value::from(arg.clone())],
-            )
-            .await?;
-            times.insert(*shape, ms);
-        }
-        if db.backend() == Backend::Sqlite {
-            // The rule the report proposes: <= 1000 matches start from the
-            // matches, <= 100000 walk against the materialised set, else probe.
-            let shape = match count.0 {
-                0..=1000 => "current",
-                1001..=100_000 => "materialised",
-                _ => "probe",
-            };
-            proposed.push(format!(
-                "  q={term:<14} {:>7} matches: count {:>6.2} ms + {shape:<12} {:>8.2} ms = {:>8.2} ms (current shape alone {:>9.2} ms)",
-                count.0,
-                count.1,
-                times[shape],
-                count.1 + times[shape],
-                times["current"]
-            ));
-        }
-    }
-    if !proposed.is_empty() {
-        println!("\n--- proposed search rule, statement times without HTTP:");
-        for p in &proposed {
-            println!("{p}");
-        }
+        explain(
+            db,
+            &format!("search {label} q={term} ({df} messages)"),
+            &search_statement(db.backend(), &base, order),
+            vec![Value::from(arg)],
+        )
+        .await?;
     }
     for mb in mailboxes {
         explain(
@@ -2014,6 +1948,11 @@ async fn main() -> anyhow::Result<()> {
                 sqlx::raw_sql("VACUUM ANALYZE").execute(db.writer()).await?;
             }
             Backend::Sqlite => {
+                // What the service keeps as it goes: each thread's document
+                // in the thread search index.
+                sqlx::raw_sql(pigeonhole::core::search::THREAD_INDEX_BACKFILL)
+                    .execute(db.writer())
+                    .await?;
                 sqlx::raw_sql("PRAGMA wal_checkpoint(TRUNCATE)")
                     .execute(db.writer())
                     .await?;
@@ -2030,7 +1969,7 @@ async fn main() -> anyhow::Result<()> {
             if backend == Backend::Postgres {
                 "setval + VACUUM ANALYZE"
             } else {
-                "WAL checkpoint"
+                "thread search index + WAL checkpoint"
             },
             post_secs
         );

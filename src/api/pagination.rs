@@ -118,6 +118,18 @@ impl Page {
         ));
     }
 
+    /// As [`Page::push`] for an order by one unique integer key (the
+    /// cursor's time part carries it; its id part is not needed).
+    pub fn push_key(&self, sql: &mut Sql, key_col: &str) {
+        if let Some((key, _)) = &self.after {
+            sql.push(&format!(" AND {key_col} < ")).bind(*key);
+        }
+        sql.push(&format!(
+            " ORDER BY {key_col} DESC LIMIT {}",
+            self.limit + 1
+        ));
+    }
+
     /// The list envelope from up to `limit + 1` items with their sort keys.
     pub fn envelope(&self, signer: &CursorSigner, mut items: Vec<(i64, String, Value)>) -> Value {
         let has_more = items.len() as i64 > self.limit;

@@ -16,7 +16,7 @@ use crate::core::search;
 use crate::core::sending::{self, AttachmentBody, OneOrMany, SendBody};
 use crate::core::thread_actions::{self, COLUMNS, FOLDERS, ReplyInput, Thread, ThreadPatch};
 use crate::error::{ApiError, ApiResult, Problems};
-use crate::store::Sql;
+use crate::store::{Backend, RowExt, Sql};
 
 pub async fn list(
     State(s): State<AppState>,
@@ -26,7 +26,15 @@ pub async fn list(
     key.require(Scope::MailRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
-    let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE 1 = 1"));
+    // On SQLite a search reads the thread index newest first and pages by
+    // its key (see `search::thread_search_select`).
+    let sqlite_search = params
+        .text("q")
+        .filter(|_| s.db.backend() == Backend::Sqlite);
+    let mut q = match sqlite_search {
+        Some(_) => search::thread_search_select(COLUMNS),
+        None => Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE 1 = 1")),
+    };
     key.reach
         .filter_address_columns(&mut q, "t.mailbox", "t.domain");
     match params.text("folder") {
@@ -96,21 +104,35 @@ pub async fn list(
         "t.domain",
     );
     p.finish()?;
-    // After validation: on SQLite this first counts the matches.
-    if let Some(text) = params.text("q") {
-        search::push_thread_match(&mut q, &s.db, "t", text).await?;
+    match (sqlite_search, params.text("q")) {
+        (Some(text), _) => {
+            search::push_thread_search(&mut q, text);
+            page.push_key(&mut q, "f.rowid");
+        }
+        (None, Some(text)) => {
+            search::push_thread_match_postgres(&mut q, "t", text);
+            page.push(&mut q, "t.last_message_at", "t.id");
+        }
+        (None, None) => page.push(&mut q, "t.last_message_at", "t.id"),
     }
-    page.push(&mut q, "t.last_message_at", "t.id");
     let rows = q.fetch_all(s.db.reader()).await?;
     let threads: Vec<Thread> = rows
         .iter()
         .map(Thread::from_row)
         .collect::<Result<_, _>>()?;
+    let positions: Vec<i64> = match sqlite_search {
+        Some(_) => rows
+            .iter()
+            .map(|r| r.int("search_key"))
+            .collect::<Result<_, _>>()?,
+        None => threads.iter().map(|t| t.last_message_at).collect(),
+    };
     let json = thread_actions::with_labels(&s.db, &threads).await?;
     let items = threads
         .iter()
+        .zip(positions)
         .zip(json)
-        .map(|(t, v)| (t.last_message_at, t.id.clone(), v))
+        .map(|((t, at), v)| (at, t.id.clone(), v))
         .collect();
     Ok(Json(page.envelope(&s.cursors, items)))
 }

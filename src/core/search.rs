@@ -1,8 +1,9 @@
 //! Full-text search, the one place the two dialects really differ: SQLite
-//! FTS5 (a contentless index kept in step by hand) and PostgreSQL tsvector
-//! (a generated column with a GIN index).
+//! FTS5 (contentless indexes kept in step by hand: one of messages, one of
+//! threads keyed by recency) and PostgreSQL tsvector (a generated column
+//! with a GIN index).
 
-use crate::store::{Backend, Db, RowExt, Sql, Tx};
+use crate::store::{Backend, Sql, Tx};
 
 /// Words of a user query, stripped of everything FTS syntax could misread.
 fn terms(q: &str) -> Vec<String> {
@@ -41,93 +42,123 @@ pub fn push_match(sql: &mut Sql, backend: Backend, alias: &str, q: &str) {
     }
 }
 
-/// How a thread list finds the threads whose messages match, on SQLite.
-/// Which is cheap depends on how many messages match: see [`ThreadShape::for_matches`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThreadShape {
-    /// Collect the matching threads, then sort them: cheap when few match.
-    Collect,
-    /// Walk threads newest first, checking each one's messages against the
-    /// set of matching rowids, built once.
-    Walk,
-    /// Walk threads newest first, asking the index about each message: for
-    /// words so common that building their whole set would cost more than
-    /// the few threads a page needs.
-    Probe,
-}
-
-/// Up to this many matching messages, collecting and sorting is cheapest.
-const FEW_MATCHES: i64 = 1_000;
-/// Above this many, building the set of matches costs more than probing.
-const MANY_MATCHES: i64 = 150_000;
-
-impl ThreadShape {
-    pub fn for_matches(count: i64) -> ThreadShape {
-        if count <= FEW_MATCHES {
-            ThreadShape::Collect
-        } else if count <= MANY_MATCHES {
-            ThreadShape::Walk
-        } else {
-            ThreadShape::Probe
-        }
-    }
-}
-
-/// Appends ` AND <thread alias>.id` is one with a message matching `q`.
+/// Appends ` AND <thread alias>.id` is one whose messages hold every word
+/// of `q`, on PostgreSQL, whose planner chooses between walking threads newest first
+/// and collecting the matches from the tsvector statistics. SQLite searches
+/// threads through their own index instead: see [`push_thread_search`].
 ///
-/// On SQLite the cost of each way of asking grows with a different thing
-/// (matches, or threads walked), so it counts the matches first, up to a
-/// bound, and picks the shape that stays cheap. PostgreSQL's planner makes
-/// that choice itself from the tsvector statistics.
-pub async fn push_thread_match(
-    sql: &mut Sql,
-    db: &Db,
-    alias: &str,
-    q: &str,
-) -> Result<(), sqlx::Error> {
+/// Each word may be in any message of the thread, as in SQLite's thread
+/// documents: one condition per word.
+pub fn push_thread_match_postgres(sql: &mut Sql, alias: &str, q: &str) {
     sql.plan_each_run();
-    if db.backend() == Backend::Postgres {
-        sql.push(&format!(
-            " AND {alias}.id IN (SELECT m.thread_id FROM messages m WHERE 1 = 1"
-        ));
-        push_match(sql, Backend::Postgres, "m", q);
-        sql.push(")");
-        return Ok(());
-    }
-    let Some(expr) = fts_expression(q) else {
+    let words = terms(q);
+    if words.is_empty() {
         sql.push(" AND 1 = 0");
-        return Ok(());
-    };
-    let count = Sql::new(
-        "SELECT COUNT(*) AS n FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ",
-    )
-    .bind(expr.clone())
-    .push(&format!(" LIMIT {})", MANY_MATCHES + 1))
-    .fetch_one(db.reader())
-    .await?
-    .int("n")?;
-    push_thread_shape(sql, alias, &expr, ThreadShape::for_matches(count));
-    Ok(())
+    }
+    for word in words {
+        sql.push(&format!(
+            " AND {alias}.id IN (SELECT m.thread_id FROM messages m WHERE \
+             m.search @@ plainto_tsquery('simple', "
+        ))
+        .bind(word)
+        .push("))");
+    }
 }
 
-/// Appends the SQLite condition of one shape (public for the tests that
-/// hold every shape to the same answer).
-pub fn push_thread_shape(sql: &mut Sql, alias: &str, expr: &str, shape: ThreadShape) {
-    match shape {
-        ThreadShape::Collect => sql.push(&format!(
-            " AND {alias}.id IN (SELECT m.thread_id FROM messages m WHERE m.seq IN \
-             (SELECT rowid FROM messages_fts WHERE messages_fts MATCH "
-        )),
-        ThreadShape::Walk => sql.push(&format!(
-            " AND EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = {alias}.id AND m.seq IN \
-             (SELECT rowid FROM messages_fts WHERE messages_fts MATCH "
-        )),
-        ThreadShape::Probe => sql.push(&format!(
-            " AND EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = {alias}.id AND EXISTS \
-             (SELECT 1 FROM messages_fts WHERE messages_fts.rowid = m.seq AND messages_fts MATCH "
-        )),
+/// The start of a thread search on SQLite, to which a list adds its `t.`
+/// conditions and then [`push_thread_search`]. The thread index is read
+/// from its newest end and joined to each thread in turn, so a page costs
+/// the matches it skips to fill it, whatever the size of the store.
+pub fn thread_search_select(columns: &str) -> Sql {
+    Sql::new(&format!(
+        "SELECT {columns}, f.rowid AS search_key FROM threads_fts f \
+         CROSS JOIN threads t ON t.search_key = f.rowid WHERE 1 = 1"
+    ))
+}
+
+/// Appends the match on `q` to a [`thread_search_select`]. A query with no
+/// words matches nothing.
+pub fn push_thread_search(sql: &mut Sql, q: &str) {
+    match fts_expression(q) {
+        Some(expr) => sql.push(" AND f.threads_fts MATCH ").bind(expr),
+        None => sql.push(" AND 1 = 0"),
     };
-    sql.bind(expr.to_string()).push("))");
+}
+
+/// A thread's search key on SQLite is `last_message_at * THREAD_KEY_SPAN +
+/// n`, with n (below the span) unique among threads of the same
+/// microsecond: ordering by key is ordering by `last_message_at`, and the
+/// key can be the rowid of the thread's document in `threads_fts`.
+pub const THREAD_KEY_SPAN: i64 = 2048;
+
+/// Indexes every thread of a store whose thread index is empty: keys in
+/// list order (ties by id, the higher id the higher key) and documents.
+/// Run by the migration that creates the index, and by bulk loaders.
+pub const THREAD_INDEX_BACKFILL: &str = "
+UPDATE threads SET search_key = k.key FROM (
+    SELECT id, (last_message_at + 1) * 2048
+        - ROW_NUMBER() OVER (PARTITION BY last_message_at ORDER BY id DESC) AS key
+    FROM threads
+    WHERE EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = threads.id AND m.is_draft = 0)
+) AS k WHERE threads.id = k.id;
+INSERT INTO threads_fts (rowid, body)
+    SELECT t.search_key, group_concat(m.subject || ' ' || m.search_body, ' ')
+    FROM threads t JOIN messages m ON m.thread_id = t.id AND m.is_draft = 0
+    WHERE t.search_key IS NOT NULL
+    GROUP BY t.id;
+";
+
+/// Statements that bring a thread's search document up to date with its
+/// messages (all but drafts, as in the message index) and its key with its
+/// `last_message_at`; run after the messages and the thread are written.
+/// A thread whose key still falls in its `last_message_at` keeps it;
+/// otherwise it takes the key below the lowest one taken in that
+/// microsecond. PostgreSQL needs none.
+pub fn reindex_thread_statements(backend: Backend, thread_id: &str) -> Vec<Sql> {
+    if backend != Backend::Sqlite {
+        return Vec::new();
+    }
+    let span = THREAD_KEY_SPAN;
+    vec![
+        Sql::new("DELETE FROM threads_fts WHERE rowid = (SELECT search_key FROM threads WHERE id = ")
+            .bind(thread_id)
+            .push(")")
+            .clone(),
+        Sql::new(&format!(
+            "UPDATE threads SET search_key = CASE \
+             WHEN search_key >= last_message_at * {span} AND search_key < (last_message_at + 1) * {span} \
+             THEN search_key \
+             ELSE COALESCE((SELECT MIN(o.search_key) - 1 FROM threads o \
+             WHERE o.search_key >= threads.last_message_at * {span} \
+             AND o.search_key < (threads.last_message_at + 1) * {span}), \
+             (last_message_at + 1) * {span} - 1) END WHERE id = "
+        ))
+        .bind(thread_id)
+        .clone(),
+        Sql::new(
+            "INSERT INTO threads_fts (rowid, body) SELECT t.search_key, \
+             (SELECT group_concat(m.subject || ' ' || m.search_body, ' ') FROM messages m \
+             WHERE m.thread_id = t.id AND m.is_draft = 0) FROM threads t WHERE t.id = ",
+        )
+        .bind(thread_id)
+        .clone(),
+    ]
+}
+
+/// Removes threads' documents before the threads are deleted.
+pub async fn unindex_threads(
+    tx: &mut Tx,
+    backend: Backend,
+    thread_ids: &[String],
+) -> Result<(), sqlx::Error> {
+    if backend == Backend::Sqlite && !thread_ids.is_empty() {
+        let mut q = Sql::new(
+            "DELETE FROM threads_fts WHERE rowid IN (SELECT search_key FROM threads WHERE id IN ",
+        );
+        q.bind_list(thread_ids).push(")");
+        q.execute_tx(tx).await?;
+    }
+    Ok(())
 }
 
 /// The FTS5 expression for a user query: every word, each quoted, all
@@ -199,18 +230,6 @@ pub async fn unindex_messages(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_shape_follows_the_number_of_matches() {
-        assert_eq!(ThreadShape::for_matches(0), ThreadShape::Collect);
-        assert_eq!(ThreadShape::for_matches(FEW_MATCHES), ThreadShape::Collect);
-        assert_eq!(ThreadShape::for_matches(FEW_MATCHES + 1), ThreadShape::Walk);
-        assert_eq!(ThreadShape::for_matches(MANY_MATCHES), ThreadShape::Walk);
-        assert_eq!(
-            ThreadShape::for_matches(MANY_MATCHES + 1),
-            ThreadShape::Probe
-        );
-    }
 
     #[test]
     fn queries_become_quoted_words() {

@@ -322,6 +322,7 @@ pub async fn remove_threads(
         .map(|r| r.text("id"))
         .collect::<Result<_, _>>()?;
     search::unindex_messages(tx, backend, &ids).await?;
+    search::unindex_threads(tx, backend, thread_ids).await?;
     for table in ["attachments", "message_recipients", "message_events"] {
         for chunk in ids.chunks(500) {
             let mut q = Sql::new(&format!("DELETE FROM {table} WHERE message_id IN "));

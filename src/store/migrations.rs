@@ -2,6 +2,7 @@
 //! only because DDL differs (types, full-text search); queries do not.
 
 use super::{Backend, Db};
+use crate::core::search;
 use crate::sql;
 use crate::store::RowExt;
 
@@ -349,12 +350,29 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         sqlite: RARE_FOLDER_INDEXES,
         postgres: RARE_FOLDER_INDEXES,
     },
+    Migration {
+        version: 10,
+        name: "thread search index",
+        sqlite: THREAD_SEARCH,
+        // PostgreSQL's planner walks or collects by itself (see `search`).
+        postgres: "SELECT 1;",
+    },
 ];
 
 /// `GET /threads?folder=spam` (or trash, drafts) walked every thread when few
 /// or none were in the folder. A partial index per rare folder holds just
 /// its threads; the list query names the folder as the same literal so that
 /// both planners can use it.
+/// SQLite: every thread's messages as one document of an FTS5 index whose
+/// rowid orders threads newest first (see `search::THREAD_KEY_SPAN`), so a
+/// thread search reads the index from its newest end and stops at a page.
+/// Existing threads are indexed by `search::THREAD_INDEX_BACKFILL`.
+const THREAD_SEARCH: &str = r#"
+ALTER TABLE threads ADD COLUMN search_key INTEGER;
+CREATE UNIQUE INDEX threads_search_key ON threads (search_key);
+CREATE VIRTUAL TABLE threads_fts USING fts5(body, content='', contentless_delete=1);
+"#;
+
 const RARE_FOLDER_INDEXES: &str = r#"
 CREATE INDEX threads_in_spam ON threads (last_message_at DESC, id DESC) WHERE folders LIKE '%,spam,%';
 CREATE INDEX threads_in_trash ON threads (last_message_at DESC, id DESC) WHERE folders LIKE '%,trash,%';
@@ -406,6 +424,7 @@ fn ddl(m: &Migration, backend: Backend) -> String {
                (to_tsvector('simple', subject || ' ' || search_body)) STORED;\
                CREATE INDEX messages_search ON messages USING GIN (search);"
         }
+        (10, Backend::Sqlite) => format!("{}{}", m.sqlite, search::THREAD_INDEX_BACKFILL),
         (_, Backend::Sqlite) => m.sqlite.to_string(),
         (_, Backend::Postgres) => m.postgres.to_string(),
     }

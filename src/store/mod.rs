@@ -270,7 +270,8 @@ impl Sql {
         let args = self.arguments()?;
         sqlx::query_with(&self.text, args)
             .persistent(!self.plan_each_run)
-            .fetch_all(ex).await
+            .fetch_all(ex)
+            .await
     }
 
     pub async fn fetch_optional<'e, E: Executor<'e, Database = Any>>(
@@ -280,7 +281,8 @@ impl Sql {
         let args = self.arguments()?;
         sqlx::query_with(&self.text, args)
             .persistent(!self.plan_each_run)
-            .fetch_optional(ex).await
+            .fetch_optional(ex)
+            .await
     }
 
     pub async fn fetch_one<'e, E: Executor<'e, Database = Any>>(
@@ -290,7 +292,8 @@ impl Sql {
         let args = self.arguments()?;
         sqlx::query_with(&self.text, args)
             .persistent(!self.plan_each_run)
-            .fetch_one(ex).await
+            .fetch_one(ex)
+            .await
     }
 }
 

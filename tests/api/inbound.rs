@@ -640,6 +640,12 @@ async fn replies_join_the_thread_of_mail_we_sent() {
         th.folders
     );
     assert_eq!(th.subject, "Quarterly plan");
+    // The replies' words find the thread, and it comes first by its latest
+    // reply.
+    let r = t.app.get("/api/v1/threads?q=one+more+thing+looks").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"][0]["id"], sent_thread.as_str(), "{}", r.text);
+    assert_eq!(r.body["data"].as_array().map(Vec::len), Some(1));
 }
 
 #[tokio::test]
