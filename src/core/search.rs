@@ -3,7 +3,7 @@
 //! threads keyed by recency) and PostgreSQL tsvector (a generated column
 //! with a GIN index).
 
-use crate::store::{Backend, Sql, Tx};
+use crate::store::{Backend, RowExt, Sql, Tx};
 
 /// Words of a user query, stripped of everything FTS syntax could misread.
 fn terms(q: &str) -> Vec<String> {
@@ -110,16 +110,41 @@ INSERT INTO threads_fts (rowid, body)
 
 /// Statements that bring a thread's search document up to date with its
 /// messages (all but drafts, as in the message index) and its key with its
-/// `last_message_at`; run after the messages and the thread are written.
-/// A thread whose key still falls in its `last_message_at` keeps it;
-/// otherwise it takes the key below the lowest one taken in that
-/// microsecond. PostgreSQL needs none.
-pub fn reindex_thread_statements(backend: Backend, thread_id: &str) -> Vec<Sql> {
+/// `last_message_at`; run after the thread is written. `unwritten` holds
+/// the subject and text of a message of the thread not yet inserted (a
+/// batch writes it later), for a caller that writes its statements at the
+/// end. The document holds each word once: a thread's replies quote one
+/// another, and re-indexing every repetition on each arrival would make a
+/// long thread cost the square of its length. A thread whose key still
+/// falls in its `last_message_at` keeps it; otherwise it takes the key below
+/// the lowest one taken in that microsecond. PostgreSQL needs none.
+pub async fn reindex_thread(
+    tx: &mut Tx,
+    backend: Backend,
+    thread_id: &str,
+    unwritten: &[&str],
+) -> Result<Vec<Sql>, sqlx::Error> {
     if backend != Backend::Sqlite {
-        return Vec::new();
+        return Ok(Vec::new());
     }
+    let rows =
+        Sql::new("SELECT subject, search_body FROM messages WHERE is_draft = 0 AND thread_id = ")
+            .bind(thread_id)
+            .fetch_all_tx(tx)
+            .await?;
+    let mut texts = Vec::with_capacity(rows.len() * 2 + unwritten.len());
+    for row in &rows {
+        texts.push(row.text("subject")?);
+        texts.push(row.text("search_body")?);
+    }
+    let document = distinct_words(
+        texts
+            .iter()
+            .map(String::as_str)
+            .chain(unwritten.iter().copied()),
+    );
     let span = THREAD_KEY_SPAN;
-    vec![
+    Ok(vec![
         Sql::new("DELETE FROM threads_fts WHERE rowid = (SELECT search_key FROM threads WHERE id = ")
             .bind(thread_id)
             .push(")")
@@ -135,14 +160,30 @@ pub fn reindex_thread_statements(backend: Backend, thread_id: &str) -> Vec<Sql> 
         ))
         .bind(thread_id)
         .clone(),
-        Sql::new(
-            "INSERT INTO threads_fts (rowid, body) SELECT t.search_key, \
-             (SELECT group_concat(m.subject || ' ' || m.search_body, ' ') FROM messages m \
-             WHERE m.thread_id = t.id AND m.is_draft = 0) FROM threads t WHERE t.id = ",
-        )
-        .bind(thread_id)
-        .clone(),
-    ]
+        Sql::new("INSERT INTO threads_fts (rowid, body) SELECT search_key, ")
+            .bind(document)
+            .push(" FROM threads WHERE id = ")
+            .bind(thread_id)
+            .clone(),
+    ])
+}
+
+/// Each whitespace-separated chunk of `texts` once, lowercased (the index
+/// folds case anyway). Chunks are split no finer than the index's tokenizer
+/// splits them, so no word is lost.
+fn distinct_words<'a>(texts: impl Iterator<Item = &'a str>) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = String::new();
+    for chunk in texts.flat_map(str::split_whitespace) {
+        let chunk = chunk.to_lowercase();
+        if seen.insert(chunk.clone()) {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(&chunk);
+        }
+    }
+    out
 }
 
 /// Removes threads' documents before the threads are deleted.
@@ -230,6 +271,19 @@ pub async fn unindex_messages(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_document_holds_each_word_once() {
+        let texts = [
+            "Re: Plans",
+            "See you at 9.\n> See you at NINE",
+            "plans  changed",
+        ];
+        assert_eq!(
+            distinct_words(texts.into_iter()),
+            "re: plans see you at 9. > nine changed"
+        );
+    }
 
     #[test]
     fn queries_become_quoted_words() {

@@ -773,7 +773,9 @@ async fn record(
         &m.subject,
         search_body,
     ));
-    writes.extend(search::reindex_thread_statements(backend, &m.thread_id));
+    writes.extend(
+        search::reindex_thread(tx, backend, &m.thread_id, &[&m.subject, search_body]).await?,
+    );
     if m.status == "sent" {
         writes.push(sql!(
             "INSERT INTO message_events (id, message_id, type, recipient, detail, occurred_at, created_at) \

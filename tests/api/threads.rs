@@ -593,9 +593,14 @@ async fn thread_search_follows_replies_pages_and_deletions() {
         .execute(app.db.writer())
         .await
         .unwrap();
-        for statement in search::reindex_thread_statements(Backend::Sqlite, t) {
-            statement.execute(app.db.writer()).await.unwrap();
+        let mut tx = app.db.begin().await.unwrap();
+        for statement in search::reindex_thread(&mut tx, Backend::Sqlite, t, &[])
+            .await
+            .unwrap()
+        {
+            statement.execute_tx(&mut tx).await.unwrap();
         }
+        tx.commit().await.unwrap();
     }
     let keys: Vec<i64> = sql!(
         "SELECT search_key FROM threads WHERE last_message_at = $1",
