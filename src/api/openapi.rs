@@ -472,7 +472,7 @@ static OPS: &[Op] = &[
             q(
                 "q",
                 Ty::Str,
-                "Full text across every message of the thread.",
+                "Full text: every word somewhere in the thread's messages (drafts aside).",
             ),
             q(
                 "unread",
