@@ -9,6 +9,7 @@ use crate::auth::{ApiKey, address_domain};
 use crate::clock;
 use crate::core::mailboxes;
 use crate::core::messages::{self, COLUMNS, Message};
+use crate::core::search;
 use crate::core::sending::{self, SendInput};
 use crate::core::threads::{self, ThreadContribution, format_folders, parse_folders};
 use crate::error::ApiError;
@@ -121,6 +122,10 @@ pub async fn create(
     )
     .execute_tx(&mut tx)
     .await?;
+    // The thread's last_message_at moved, and with it its search key.
+    for statement in search::reindex_thread(&mut tx, state.db.backend(), &thread_id, &[]).await? {
+        statement.execute_tx(&mut tx).await?;
+    }
     tx.commit().await?;
     get(state, key, &id).await
 }

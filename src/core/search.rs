@@ -47,8 +47,8 @@ pub fn push_match(sql: &mut Sql, backend: Backend, alias: &str, q: &str) {
 /// and collecting the matches from the tsvector statistics. SQLite searches
 /// threads through their own index instead: see [`push_thread_search`].
 ///
-/// Each word may be in any message of the thread, as in SQLite's thread
-/// documents: one condition per word.
+/// Each word may be in any message of the thread but a draft, as in
+/// SQLite's thread documents: one condition per word.
 pub fn push_thread_match_postgres(sql: &mut Sql, alias: &str, q: &str) {
     sql.plan_each_run();
     let words = terms(q);
@@ -57,8 +57,8 @@ pub fn push_thread_match_postgres(sql: &mut Sql, alias: &str, q: &str) {
     }
     for word in words {
         sql.push(&format!(
-            " AND {alias}.id IN (SELECT m.thread_id FROM messages m WHERE \
-             m.search @@ plainto_tsquery('simple', "
+            " AND {alias}.id IN (SELECT m.thread_id FROM messages m WHERE m.is_draft = 0 \
+             AND m.search @@ plainto_tsquery('simple', "
         ))
         .bind(word)
         .push("))");

@@ -548,8 +548,21 @@ async fn thread_search_follows_replies_pages_and_deletions() {
         ))
         .await;
     assert!(r.status < 300, "{}", r.text);
-    let expected = vec![thread(&first), thread(&third)];
+    assert_eq!(found(&app, "ferry").await, [thread(&first), thread(&third)]);
+
+    // A draft moves its thread up, as in the plain list; its words are not
+    // searched.
+    let r = app
+        .post(
+            "/api/v1/drafts",
+            json!({"from": "team@example.com", "thread_id": thread(&third), "text": "Unsent words"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let expected = vec![thread(&third), thread(&first)];
     assert_eq!(found(&app, "ferry").await, expected);
+    assert_eq!(ids(&app.get("/api/v1/threads").await.body)[..2], expected);
+    assert!(found(&app, "unsent").await.is_empty());
 
     if app.db.backend() != Backend::Sqlite {
         return;
