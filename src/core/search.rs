@@ -17,7 +17,6 @@ fn terms(q: &str) -> Vec<String> {
 /// Appends ` AND <messages alias>.<seq> matches q`. A query with no words
 /// matches nothing.
 pub fn push_match(sql: &mut Sql, backend: Backend, alias: &str, q: &str) {
-    sql.plan_each_run();
     let words = terms(q);
     if words.is_empty() {
         sql.push(" AND 1 = 0");
@@ -33,6 +32,9 @@ pub fn push_match(sql: &mut Sql, backend: Backend, alias: &str, q: &str) {
             .push(")");
         }
         Backend::Postgres => {
+            // SQLite's FTS plan does not depend on the words; it keeps its
+            // prepared statements.
+            sql.plan_each_run();
             sql.push(&format!(
                 " AND {alias}.search @@ plainto_tsquery('simple', "
             ))
