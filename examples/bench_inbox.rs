@@ -1950,7 +1950,7 @@ async fn main() -> anyhow::Result<()> {
             Backend::Sqlite => {
                 // What the service keeps as it goes: each thread's document
                 // in the thread search index.
-                sqlx::raw_sql(pigeonhole::core::search::THREAD_INDEX_BACKFILL)
+                sqlx::raw_sql(&pigeonhole::core::search::thread_index_backfill())
                     .execute(db.writer())
                     .await?;
                 sqlx::raw_sql("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -96,9 +96,11 @@ pub const THREAD_KEY_SPAN: i64 = 2048;
 /// Indexes every thread of a store whose thread index is empty: keys in
 /// list order (ties by id, the higher id the higher key) and documents.
 /// Run by the migration that creates the index, and by bulk loaders.
-pub const THREAD_INDEX_BACKFILL: &str = "
-UPDATE threads SET search_key = k.key FROM (
-    SELECT id, (last_message_at + 1) * 2048
+pub fn thread_index_backfill() -> String {
+    let span = THREAD_KEY_SPAN;
+    format!(
+        "UPDATE threads SET search_key = k.key FROM (
+    SELECT id, (last_message_at + 1) * {span}
         - ROW_NUMBER() OVER (PARTITION BY last_message_at ORDER BY id DESC) AS key
     FROM threads
     WHERE EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = threads.id AND m.is_draft = 0)
@@ -108,7 +110,9 @@ INSERT INTO threads_fts (rowid, body)
     FROM threads t JOIN messages m ON m.thread_id = t.id AND m.is_draft = 0
     WHERE t.search_key IS NOT NULL
     GROUP BY t.id;
-";
+"
+    )
+}
 
 /// Statements that bring a thread's search document up to date with its
 /// messages (all but drafts, as in the message index) and its key with its

@@ -366,7 +366,7 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
 /// SQLite: every thread's messages as one document of an FTS5 index whose
 /// rowid orders threads newest first (see `search::THREAD_KEY_SPAN`), so a
 /// thread search reads the index from its newest end and stops at a page.
-/// Existing threads are indexed by `search::THREAD_INDEX_BACKFILL`.
+/// Existing threads are indexed by `search::thread_index_backfill`.
 const THREAD_SEARCH: &str = r#"
 ALTER TABLE threads ADD COLUMN search_key INTEGER;
 CREATE UNIQUE INDEX threads_search_key ON threads (search_key);
@@ -424,7 +424,7 @@ fn ddl(m: &Migration, backend: Backend) -> String {
                (to_tsvector('simple', subject || ' ' || search_body)) STORED;\
                CREATE INDEX messages_search ON messages USING GIN (search);"
         }
-        (10, Backend::Sqlite) => format!("{}{}", m.sqlite, search::THREAD_INDEX_BACKFILL),
+        (10, Backend::Sqlite) => format!("{}{}", m.sqlite, search::thread_index_backfill()),
         (_, Backend::Sqlite) => m.sqlite.to_string(),
         (_, Backend::Postgres) => m.postgres.to_string(),
     }

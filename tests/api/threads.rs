@@ -509,7 +509,7 @@ async fn every_page(app: &TestApp, q: &str) -> Vec<String> {
 /// from scratch (as the migration does) gives the same answers.
 #[tokio::test]
 async fn thread_search_follows_replies_pages_and_deletions() {
-    use pigeonhole::core::search::{self, THREAD_INDEX_BACKFILL};
+    use pigeonhole::core::search;
     use pigeonhole::store::Backend;
 
     let app = setup().await;
@@ -588,7 +588,7 @@ async fn thread_search_follows_replies_pages_and_deletions() {
         .await
         .unwrap();
     assert!(found(&app, "ferry").await.is_empty());
-    sqlx::raw_sql(THREAD_INDEX_BACKFILL)
+    sqlx::raw_sql(&search::thread_index_backfill())
         .execute(app.db.writer())
         .await
         .unwrap();
