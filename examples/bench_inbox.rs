@@ -1643,21 +1643,25 @@ async fn explain(db: &Db, title: &str, sql: &str, args: Vec<Value>) -> anyhow::R
     Ok(best)
 }
 
-/// A thread search as `GET /threads?q=` makes it. `$1` is the match
-/// expression; `base` and `order` are the plain list's.
+/// A thread search as `GET /threads?q=` makes it, for one word bound as
+/// `$1` (the FTS5 expression on SQLite); `base` and `order` are the plain
+/// list's.
 fn search_statement(backend: Backend, base: &str, order: &str) -> String {
     match backend {
-        // The thread index read newest first (see `search::thread_search_select`).
-        Backend::Sqlite => format!(
-            "SELECT {THREAD_COLUMNS}, f.rowid AS search_key FROM threads_fts f \
-             CROSS JOIN threads t ON t.search_key = f.rowid WHERE 1 = 1 \
-             AND t.folders NOT LIKE '%,trash,%' AND t.folders NOT LIKE '%,spam,%' \
-             AND f.threads_fts MATCH $1 ORDER BY f.rowid DESC LIMIT 26"
-        ),
-        Backend::Postgres => format!(
-            "{base} AND t.id IN (SELECT m.thread_id FROM messages m WHERE 1 = 1 AND m.search @@ \
-             plainto_tsquery('simple', $1)){order}"
-        ),
+        // The thread index read newest first, built as the API builds it.
+        Backend::Sqlite => {
+            let mut q = pigeonhole::core::search::thread_search_select(THREAD_COLUMNS);
+            q.push(" AND t.folders NOT LIKE '%,trash,%' AND t.folders NOT LIKE '%,spam,%'");
+            pigeonhole::core::search::push_thread_search(&mut q, "word");
+            q.push(" ORDER BY f.rowid DESC LIMIT 26");
+            q.text().to_string()
+        }
+        Backend::Postgres => {
+            let mut q = Sql::new(base);
+            pigeonhole::core::search::push_thread_match_postgres(&mut q, "t", "word");
+            q.push(order);
+            q.text().to_string()
+        }
     }
 }
 
