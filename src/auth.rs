@@ -349,7 +349,7 @@ pub async fn create_key(db: &Db, new: NewKey) -> Result<CreatedKey, sqlx::Error>
     })
 }
 
-fn key_from_row(row: &sqlx::any::AnyRow) -> Result<ApiKey, sqlx::Error> {
+fn key_from_row(row: &impl RowExt) -> Result<ApiKey, sqlx::Error> {
     let scopes: Vec<String> = serde_json::from_str(&row.text("scopes")?).unwrap_or_default();
     let values: Vec<String> = serde_json::from_str(&row.text("reach_values")?).unwrap_or_default();
     let reach = match row.text("reach_kind")?.as_str() {
@@ -411,9 +411,11 @@ pub async fn authenticate(db: &Db, presented: &str) -> Result<Option<ApiKey>, sq
     if id_part.len() != 20 || !id_part.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Ok(None);
     }
-    let row = Sql::new(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = "))
-        .bind(format!("key_{id_part}"))
-        .fetch_optional(db.reader())
+    let row = db
+        .lookup_optional(
+            Sql::new(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = "))
+                .bind(format!("key_{id_part}")),
+        )
         .await?;
     let Some(row) = row else { return Ok(None) };
     let stored = row.text("secret_hash")?;

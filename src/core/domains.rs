@@ -40,7 +40,7 @@ const COLUMNS: &str = "id, name, region, status, sending_enabled, dkim_status, d
     inherited_from, auto_create_mailboxes, imported, last_checked_at, created_at";
 
 impl Domain {
-    fn from_row(row: &sqlx::any::AnyRow) -> Result<Domain, sqlx::Error> {
+    fn from_row(row: &impl RowExt) -> Result<Domain, sqlx::Error> {
         Ok(Domain {
             id: row.text("id")?,
             name: row.text("name")?,
@@ -184,7 +184,7 @@ pub async fn sending_domain_for(db: &Db, domain_name: &str) -> Result<Option<Dom
     candidates.extend(ancestors(domain_name));
     let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM domains WHERE name IN "));
     q.bind_list(&candidates);
-    let rows = q.fetch_all(db.reader()).await?;
+    let rows = db.lookup_all(&q).await?;
     let found: Vec<Domain> = rows
         .iter()
         .map(Domain::from_row)

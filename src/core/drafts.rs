@@ -123,9 +123,7 @@ pub async fn create(
     .execute_tx(&mut tx)
     .await?;
     // The thread's last_message_at moved, and with it its search key.
-    for statement in search::reindex_thread(&mut tx, state.db.backend(), &thread_id, &[]).await? {
-        statement.execute_tx(&mut tx).await?;
-    }
+    search::reindex_thread(&mut tx, state.db.backend(), &thread_id).await?;
     tx.commit().await?;
     get(state, key, &id).await
 }

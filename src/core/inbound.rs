@@ -376,9 +376,7 @@ async fn store(
             .await?;
         }
         search::index_message(tx, backend, &message.id, &p.subject, &p.search_body).await?;
-        for statement in search::reindex_thread(tx, backend, &message.thread_id, &[]).await? {
-            statement.execute_tx(tx).await?;
-        }
+        search::reindex_thread(tx, backend, &message.thread_id).await?;
         touch_contacts(tx, &mb, p, now).await?;
         events::emit(
             tx,

@@ -47,7 +47,7 @@ impl Mailbox {
         }
     }
 
-    fn from_row(row: &sqlx::any::AnyRow) -> Result<Mailbox, sqlx::Error> {
+    fn from_row(row: &impl RowExt) -> Result<Mailbox, sqlx::Error> {
         Ok(Mailbox {
             id: row.text("id")?,
             address: row.text("address")?,
@@ -124,12 +124,12 @@ pub async fn get(
 }
 
 pub async fn by_address(db: &Db, address: &str) -> Result<Option<Mailbox>, sqlx::Error> {
-    Sql::new(&format!("SELECT {COLUMNS} FROM mailboxes WHERE address = "))
-        .bind(address)
-        .fetch_optional(db.reader())
-        .await?
-        .map(|r| Mailbox::from_row(&r))
-        .transpose()
+    db.lookup_optional(
+        Sql::new(&format!("SELECT {COLUMNS} FROM mailboxes WHERE address = ")).bind(address),
+    )
+    .await?
+    .map(|r| Mailbox::from_row(&r))
+    .transpose()
 }
 
 /// Whether the key may hold a mailbox at `address` (403 otherwise).

@@ -3,7 +3,7 @@
 //! threads keyed by recency) and PostgreSQL tsvector (a generated column
 //! with a GIN index).
 
-use crate::store::{Backend, RowExt, Sql, Tx};
+use crate::store::{Backend, IndexWrite, RowExt, Sql, Tx};
 
 /// Words of a user query, stripped of everything FTS syntax could misread.
 fn terms(q: &str) -> Vec<String> {
@@ -114,64 +114,68 @@ INSERT INTO threads_fts (rowid, body)
     )
 }
 
-/// Statements that bring a thread's search document up to date with its
-/// messages (all but drafts, as in the message index) and its key with its
-/// `last_message_at`; run after the thread is written. `unwritten` holds
-/// the subject and text of a message of the thread not yet inserted (a
-/// batch writes it later), for a caller that writes its statements at the
-/// end. The document holds each word once: a thread's replies quote one
+/// Brings a thread's search document up to date with its messages (all
+/// but drafts, as in the message index) and its key with its
+/// `last_message_at`; call once the thread's row and its new message are
+/// written. The document holds each word once: a thread's replies quote one
 /// another, and re-indexing every repetition on each arrival would make a
 /// long thread cost the square of its length. A thread whose key still
 /// falls in its `last_message_at` keeps it; otherwise it takes the key below
-/// the lowest one taken in that microsecond. PostgreSQL needs none.
+/// the lowest one taken in that microsecond. The index itself is written
+/// through [`Tx::write_index`]. PostgreSQL needs none.
 pub async fn reindex_thread(
     tx: &mut Tx,
     backend: Backend,
     thread_id: &str,
-    unwritten: &[&str],
-) -> Result<Vec<Sql>, sqlx::Error> {
+) -> Result<(), sqlx::Error> {
     if backend != Backend::Sqlite {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let rows =
         Sql::new("SELECT subject, search_body FROM messages WHERE is_draft = 0 AND thread_id = ")
             .bind(thread_id)
             .fetch_all_tx(tx)
             .await?;
-    let mut texts = Vec::with_capacity(rows.len() * 2 + unwritten.len());
+    let mut texts = Vec::with_capacity(rows.len() * 2);
     for row in &rows {
         texts.push(row.text("subject")?);
         texts.push(row.text("search_body")?);
     }
-    let document = distinct_words(
-        texts
-            .iter()
-            .map(String::as_str)
-            .chain(unwritten.iter().copied()),
-    );
-    let span = THREAD_KEY_SPAN;
-    Ok(vec![
-        Sql::new("DELETE FROM threads_fts WHERE rowid = (SELECT search_key FROM threads WHERE id = ")
-            .bind(thread_id)
-            .push(")")
-            .clone(),
-        Sql::new(&format!(
-            "UPDATE threads SET search_key = CASE \
-             WHEN search_key >= last_message_at * {span} AND search_key < (last_message_at + 1) * {span} \
-             THEN search_key \
-             ELSE COALESCE((SELECT MIN(o.search_key) - 1 FROM threads o \
-             WHERE o.search_key >= threads.last_message_at * {span} \
-             AND o.search_key < (threads.last_message_at + 1) * {span}), \
-             (last_message_at + 1) * {span} - 1) END WHERE id = "
-        ))
+    let document = distinct_words(texts.iter().map(String::as_str));
+    let old_key = Sql::new("SELECT search_key FROM threads WHERE id = ")
         .bind(thread_id)
-        .clone(),
-        Sql::new("INSERT INTO threads_fts (rowid, body) SELECT search_key, ")
-            .bind(document)
-            .push(" FROM threads WHERE id = ")
-            .bind(thread_id)
-            .clone(),
-    ])
+        .fetch_optional_tx(tx)
+        .await?
+        .map(|r| r.opt_int("search_key"))
+        .transpose()?
+        .flatten();
+    let span = THREAD_KEY_SPAN;
+    let new_key = Sql::new(&format!(
+        "UPDATE threads SET search_key = CASE \
+         WHEN search_key >= last_message_at * {span} AND search_key < (last_message_at + 1) * {span} \
+         THEN search_key \
+         ELSE COALESCE((SELECT MIN(o.search_key) - 1 FROM threads o \
+         WHERE o.search_key >= threads.last_message_at * {span} \
+         AND o.search_key < (threads.last_message_at + 1) * {span}), \
+         (last_message_at + 1) * {span} - 1) END WHERE id = "
+    ))
+    .bind(thread_id)
+    .push(" RETURNING search_key")
+    .fetch_optional_tx(tx)
+    .await?
+    .map(|r| r.int("search_key"))
+    .transpose()?;
+    let remove = old_key.map(|rowid| IndexWrite::Remove {
+        index: "threads_fts",
+        rowid,
+    });
+    let add = new_key.map(|rowid| IndexWrite::Add {
+        index: "threads_fts",
+        columns: "body",
+        rowid,
+        values: vec![document],
+    });
+    tx.write_index(remove.into_iter().chain(add)).await
 }
 
 /// Each whitespace-separated chunk of `texts` once, lowercased (the index
@@ -199,11 +203,11 @@ pub async fn unindex_threads(
     thread_ids: &[String],
 ) -> Result<(), sqlx::Error> {
     if backend == Backend::Sqlite && !thread_ids.is_empty() {
-        let mut q = Sql::new(
-            "DELETE FROM threads_fts WHERE rowid IN (SELECT search_key FROM threads WHERE id IN ",
-        );
-        q.bind_list(thread_ids).push(")");
-        q.execute_tx(tx).await?;
+        let mut q =
+            Sql::new("SELECT search_key FROM threads WHERE search_key IS NOT NULL AND id IN ");
+        q.bind_list(thread_ids);
+        let removals = removals(&q.fetch_all_tx(tx).await?, "threads_fts", "search_key")?;
+        tx.write_index(removals).await?;
     }
     Ok(())
 }
@@ -231,31 +235,37 @@ pub async fn index_message(
     subject: &str,
     body: &str,
 ) -> Result<(), sqlx::Error> {
-    if let Some(insert) = index_statement(backend, message_id, subject, body) {
-        insert.execute_tx(tx).await?;
+    if backend != Backend::Sqlite {
+        return Ok(());
     }
-    Ok(())
+    let seq = Sql::new("SELECT seq FROM messages WHERE id = ")
+        .bind(message_id)
+        .fetch_one_tx(tx)
+        .await?
+        .int("seq")?;
+    tx.write_index([IndexWrite::Add {
+        index: "messages_fts",
+        columns: "subject, body",
+        rowid: seq,
+        values: vec![subject.to_string(), body.to_string()],
+    }])
+    .await
 }
 
-/// The statement that indexes a message just inserted, if the backend
-/// needs one.
-pub fn index_statement(
-    backend: Backend,
-    message_id: &str,
-    subject: &str,
-    body: &str,
-) -> Option<Sql> {
-    if backend != Backend::Sqlite {
-        return None;
-    }
-    let mut insert = Sql::new("INSERT INTO messages_fts (rowid, subject, body) SELECT seq, ");
-    insert
-        .bind(subject)
-        .push(", ")
-        .bind(body)
-        .push(" FROM messages WHERE id = ")
-        .bind(message_id);
-    Some(insert)
+/// Removals from `index` of the documents whose rowids are in `column`.
+fn removals(
+    rows: &[crate::store::TxRow],
+    index: &'static str,
+    column: &str,
+) -> Result<Vec<IndexWrite>, sqlx::Error> {
+    rows.iter()
+        .map(|r| {
+            Ok(IndexWrite::Remove {
+                index,
+                rowid: r.int(column)?,
+            })
+        })
+        .collect()
 }
 
 /// Removes messages of the given ids from the index before they are deleted.
@@ -265,11 +275,10 @@ pub async fn unindex_messages(
     ids: &[String],
 ) -> Result<(), sqlx::Error> {
     if backend == Backend::Sqlite && !ids.is_empty() {
-        let mut q = Sql::new(
-            "DELETE FROM messages_fts WHERE rowid IN (SELECT seq FROM messages WHERE id IN ",
-        );
-        q.bind_list(ids).push(")");
-        q.execute_tx(tx).await?;
+        let mut q = Sql::new("SELECT seq FROM messages WHERE id IN ");
+        q.bind_list(ids);
+        let removals = removals(&q.fetch_all_tx(tx).await?, "messages_fts", "seq")?;
+        tx.write_index(removals).await?;
     }
     Ok(())
 }

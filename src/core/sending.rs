@@ -474,8 +474,9 @@ pub async fn start(
     // The thread named by thread_id must belong to the sender's mailbox;
     // checked before anything is sent.
     if let Some(tid) = &input.thread_id {
-        let row = sql!("SELECT mailbox_id FROM threads WHERE id = $1", tid)
-            .fetch_optional(state.db.reader())
+        let row = state
+            .db
+            .lookup_optional(&sql!("SELECT mailbox_id FROM threads WHERE id = $1", tid))
             .await?;
         let ours = match row {
             Some(r) => r.text("mailbox_id")? == mailbox.id,
@@ -767,15 +768,6 @@ async fn record(
             a.content.clone()
         ));
     }
-    writes.extend(search::index_statement(
-        backend,
-        &m.id,
-        &m.subject,
-        search_body,
-    ));
-    writes.extend(
-        search::reindex_thread(tx, backend, &m.thread_id, &[&m.subject, search_body]).await?,
-    );
     if m.status == "sent" {
         writes.push(sql!(
             "INSERT INTO message_events (id, message_id, type, recipient, detail, occurred_at, created_at) \
@@ -791,6 +783,8 @@ async fn record(
     }
     writes.push(events::emit_statement(event, Some(&m.mailbox_id), data).1);
     execute_all(tx, backend, &writes).await?;
+    search::index_message(tx, backend, &m.id, &m.subject, search_body).await?;
+    search::reindex_thread(tx, backend, &m.thread_id).await?;
     Ok(m)
 }
 

@@ -70,7 +70,7 @@ pub async fn suppressed_among(db: &Db, addresses: &[String]) -> Result<Vec<Strin
     }
     let mut q = Sql::new("SELECT address FROM suppressions WHERE address IN ");
     q.bind_list(addresses);
-    let rows = q.fetch_all(db.reader()).await?;
+    let rows = db.lookup_all(&q).await?;
     rows.iter().map(|r| r.text("address")).collect()
 }
 

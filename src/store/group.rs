@@ -24,7 +24,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Sql, Tx, TxInner, lite};
+use super::{Sql, Tx, TxInner, index_writes, lite};
 
 /// At most this many jobs share one transaction, so that one commit never
 /// waits on an unbounded amount of work.
@@ -167,11 +167,13 @@ async fn run_batch(tx: &mut Tx, batch: Vec<Job>) {
     }
     let mut delivers = Vec::with_capacity(batch.len());
     let mut failure = None;
+    tx.index_writes.clear();
     for job in batch {
         if let Err(e) = control(tx, "SAVEPOINT job").await {
             failure = Some(e);
             break;
         }
+        let index_writes_before = tx.index_writes.len();
         // A job that panics is rolled back like one that failed; its caller
         // hears of it when its reply channel drops. (Spawning a task per
         // batch would isolate panics too, but costs a fifth of the send
@@ -186,6 +188,7 @@ async fn run_batch(tx: &mut Tx, batch: Vec<Job>) {
         delivers.extend(deliver);
         let mut closed = Ok(());
         if !ok {
+            tx.index_writes.truncate(index_writes_before);
             closed = control(tx, "ROLLBACK TO job").await;
         }
         if closed.is_ok() {
@@ -198,8 +201,12 @@ async fn run_batch(tx: &mut Tx, batch: Vec<Job>) {
     }
     let failure = match failure {
         Some(e) => Some(e),
-        None => control(tx, "COMMIT").await.err(),
+        None => match write_indexes(tx).await {
+            Ok(()) => control(tx, "COMMIT").await.err(),
+            Err(e) => Some(e),
+        },
     };
+    tx.index_writes.clear();
     match failure {
         None => delivers.into_iter().for_each(|d| d(None)),
         Some(e) => {
@@ -213,6 +220,15 @@ async fn run_batch(tx: &mut Tx, batch: Vec<Job>) {
             fail_all(delivers, e.to_string());
         }
     }
+}
+
+/// The index writes of the batch's jobs (see [`Tx::write_index`]).
+async fn write_indexes(tx: &mut Tx) -> Result<(), sqlx::Error> {
+    let writes = std::mem::take(&mut tx.index_writes);
+    for statement in index_writes::statements(&writes) {
+        statement.execute_tx(tx).await?;
+    }
+    Ok(())
 }
 
 async fn control(tx: &mut Tx, statement: &'static str) -> Result<(), sqlx::Error> {
@@ -244,8 +260,8 @@ fn fail_all(delivers: Vec<Deliver>, why: String) {
 #[cfg(test)]
 mod tests {
     use crate::sql;
-    use crate::store::RowExt;
     use crate::store::tests::TempSqlite;
+    use crate::store::{IndexWrite, RowExt};
 
     #[tokio::test]
     async fn a_failed_job_leaves_no_trace_and_spares_its_batch() {
@@ -288,6 +304,75 @@ mod tests {
             .collect();
         expected.sort();
         assert_eq!(keys, expected);
+        temp.remove().await;
+    }
+
+    /// Index writes wait for the end of the batch; a job that fails takes
+    /// its own with it and no one else's.
+    #[tokio::test]
+    async fn index_writes_of_a_failed_job_are_dropped_with_it() {
+        let temp = TempSqlite::new("group-index").await;
+        let db = temp.db.clone();
+        let mut waits = Vec::new();
+        for i in 1..=40i64 {
+            let db = db.clone();
+            waits.push(tokio::spawn(async move {
+                db.write(move |tx| {
+                    Box::pin(async move {
+                        tx.write_index([IndexWrite::Add {
+                            index: "threads_fts",
+                            columns: "body",
+                            rowid: i,
+                            values: vec![format!("common w{i}")],
+                        }])
+                        .await?;
+                        if i % 5 == 0 {
+                            return Err(sqlx::Error::Protocol("refused".into()));
+                        }
+                        Ok(())
+                    })
+                })
+                .await
+            }));
+        }
+        for w in waits {
+            let _ = w.await.unwrap();
+        }
+        let rows = sql!(
+            "SELECT rowid AS n FROM threads_fts WHERE threads_fts MATCH 'common' ORDER BY rowid"
+        )
+        .fetch_all(db.reader())
+        .await
+        .unwrap();
+        let found: Vec<i64> = rows.iter().map(|r| r.int("n").unwrap()).collect();
+        let expected: Vec<i64> = (1..=40).filter(|i| i % 5 != 0).collect();
+        assert_eq!(found, expected);
+        temp.remove().await;
+    }
+
+    /// A lookup reads in place on its own connection: it sees what the group
+    /// writer committed at once, and cannot write.
+    #[tokio::test]
+    async fn lookups_see_group_commits_and_cannot_write() {
+        let temp = TempSqlite::new("group-lookup").await;
+        let db = temp.db.clone();
+        db.write_statement(sql!(
+            "INSERT INTO settings (key, value) VALUES ('seen', 'x')"
+        ))
+        .await
+        .unwrap();
+        let row = db
+            .lookup_optional(&sql!("SELECT value FROM settings WHERE key = 'seen'"))
+            .await
+            .unwrap()
+            .expect("the committed row");
+        assert_eq!(row.text("value").unwrap(), "x");
+        let refused = db
+            .lookup_optional(&sql!(
+                "DELETE FROM settings WHERE key = 'seen' RETURNING key"
+            ))
+            .await;
+        assert!(refused.is_err(), "a lookup wrote");
         temp.remove().await;
     }
 

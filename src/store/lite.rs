@@ -41,6 +41,13 @@ pub fn open(path: &Path) -> Result<Connection, sqlx::Error> {
     Ok(conn)
 }
 
+/// Opens a connection that can only read (see `lookup`).
+pub fn open_read_only(path: &Path) -> Result<Connection, sqlx::Error> {
+    let conn = open(path)?;
+    batch(&conn, "PRAGMA query_only = ON")?;
+    Ok(conn)
+}
+
 /// Runs statements without parameters (transaction control).
 pub fn batch(conn: &Connection, text: &str) -> Result<(), sqlx::Error> {
     conn.execute_batch(text).map_err(convert)
@@ -57,14 +64,19 @@ pub fn execute(conn: &Connection, sql: &Sql) -> Result<u64, sqlx::Error> {
 
 /// Runs one statement and collects its rows.
 pub fn fetch_all(conn: &Connection, sql: &Sql) -> Result<Vec<LiteRow>, sqlx::Error> {
-    fetch(conn, sql, usize::MAX)
+    fetch_limited(conn, sql, usize::MAX)
 }
 
 pub fn fetch_optional(conn: &Connection, sql: &Sql) -> Result<Option<LiteRow>, sqlx::Error> {
-    Ok(fetch(conn, sql, 1)?.pop())
+    Ok(fetch_limited(conn, sql, 1)?.pop())
 }
 
-fn fetch(conn: &Connection, sql: &Sql, limit: usize) -> Result<Vec<LiteRow>, sqlx::Error> {
+/// At most `limit` rows of one statement.
+pub fn fetch_limited(
+    conn: &Connection,
+    sql: &Sql,
+    limit: usize,
+) -> Result<Vec<LiteRow>, sqlx::Error> {
     let mut stmt = conn.prepare_cached(sql.text()).map_err(convert)?;
     bind(&mut stmt, &sql.args)?;
     let columns: std::sync::Arc<[String]> = stmt

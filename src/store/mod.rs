@@ -13,18 +13,25 @@ use sqlx::any::{AnyArguments, AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{Any, AnyPool, Arguments, ConnectOptions, Executor, Row};
 
 mod group;
+mod index_writes;
 mod lite;
+mod lookup;
 mod migrations;
 
 use group::GroupWriter;
 pub use group::JobFuture;
+pub use index_writes::IndexWrite;
 use lite::LiteRow;
+use lookup::LookupPool;
 
 /// A write transaction. Outside the SQLite group writer it is sqlx's; inside
 /// it, the group writer's own connection, whose transaction the group
 /// writer opens and commits (see `lite`).
 pub struct Tx {
     inner: TxInner,
+    /// Group writer only: full-text index writes held back until every job
+    /// of the batch has run (see [`Tx::write_index`]).
+    index_writes: Vec<IndexWrite>,
 }
 
 enum TxInner {
@@ -36,6 +43,7 @@ impl From<sqlx::Transaction<'static, Any>> for Tx {
     fn from(tx: sqlx::Transaction<'static, Any>) -> Tx {
         Tx {
             inner: TxInner::Pool(tx),
+            index_writes: Vec::new(),
         }
     }
 }
@@ -44,6 +52,30 @@ impl Tx {
     fn lite(conn: rusqlite::Connection) -> Tx {
         Tx {
             inner: TxInner::Lite(conn),
+            index_writes: Vec::new(),
+        }
+    }
+
+    /// Changes full-text indexes as part of this transaction, in order: at
+    /// once, or in the group writer with the rest of the batch's index
+    /// writes after its last job (dropped with its job if the job fails;
+    /// see `index_writes`).
+    pub async fn write_index(
+        &mut self,
+        writes: impl IntoIterator<Item = IndexWrite>,
+    ) -> Result<(), sqlx::Error> {
+        match &self.inner {
+            TxInner::Lite(_) => {
+                self.index_writes.extend(writes);
+                Ok(())
+            }
+            TxInner::Pool(_) => {
+                let writes: Vec<IndexWrite> = writes.into_iter().collect();
+                for statement in index_writes::statements(&writes) {
+                    statement.execute_tx(self).await?;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -59,7 +91,8 @@ impl Tx {
     }
 }
 
-/// A row read inside a [`Tx`], read through [`RowExt`].
+/// A row read inside a [`Tx`] or by a lookup ([`Db::lookup_all`]), read
+/// through [`RowExt`].
 pub struct TxRow(RowInner);
 
 enum RowInner {
@@ -112,6 +145,8 @@ pub struct Db {
     /// SQLite only: batches request writes into shared transactions.
     group: Option<GroupWriter>,
     reader: AnyPool,
+    /// SQLite only: point reads in place (see `lookup`).
+    lookups: Option<std::sync::Arc<LookupPool>>,
     backend: Backend,
 }
 
@@ -561,10 +596,12 @@ impl Db {
                          such as sqlite://pigeonhole.db"
                     );
                 }
+                let file = std::path::Path::new(&file);
                 Db {
-                    group: Some(GroupWriter::start(std::path::Path::new(&file))?),
+                    group: Some(GroupWriter::start(file)?),
                     writer,
                     reader,
+                    lookups: Some(std::sync::Arc::new(LookupPool::new(file))),
                     backend,
                 }
             }
@@ -582,6 +619,7 @@ impl Db {
                     writer: pool.clone(),
                     group: None,
                     reader: pool,
+                    lookups: None,
                     backend,
                 }
             }
@@ -597,6 +635,41 @@ impl Db {
     /// Pool for statements that only read.
     pub fn reader(&self) -> &AnyPool {
         &self.reader
+    }
+
+    /// Rows of a read that finds them by an index in microseconds (a row
+    /// by its key, a few by a list of keys). On SQLite it runs in place on
+    /// the calling thread (see `lookup`); anything longer belongs in
+    /// [`Db::reader`], whose connections have threads of their own.
+    pub async fn lookup_all(&self, sql: &Sql) -> Result<Vec<TxRow>, sqlx::Error> {
+        self.lookup(sql, usize::MAX).await
+    }
+
+    /// The first row of a lookup (see [`Db::lookup_all`]).
+    pub async fn lookup_optional(&self, sql: &Sql) -> Result<Option<TxRow>, sqlx::Error> {
+        Ok(self.lookup(sql, 1).await?.pop())
+    }
+
+    async fn lookup(&self, sql: &Sql, limit: usize) -> Result<Vec<TxRow>, sqlx::Error> {
+        let rows = match &self.lookups {
+            Some(pool) => pool
+                .fetch(sql, limit)?
+                .into_iter()
+                .map(|r| TxRow(RowInner::Lite(r)))
+                .collect(),
+            None if limit == 1 => sql
+                .fetch_optional(&self.reader)
+                .await?
+                .map(|r| TxRow(RowInner::Pool(r)))
+                .into_iter()
+                .collect(),
+            None => {
+                let mut rows = sql.fetch_all(&self.reader).await?;
+                rows.truncate(limit);
+                rows.into_iter().map(|r| TxRow(RowInner::Pool(r))).collect()
+            }
+        };
+        Ok(rows)
     }
 
     /// Pool for single statements that write (autocommit).
@@ -690,6 +763,9 @@ impl Db {
     }
 
     pub async fn close(&self) {
+        if let Some(lookups) = &self.lookups {
+            lookups.close();
+        }
         self.writer.close().await;
         self.reader.close().await;
     }
