@@ -12,6 +12,7 @@ use crate::clock;
 use crate::core::events;
 use crate::core::messages::{COLUMNS, Message};
 use crate::core::provider_events::record_open;
+use crate::core::sending;
 use crate::error::ApiResult;
 use crate::ids;
 use crate::sql;
@@ -28,7 +29,8 @@ const PIXEL: &[u8] = &[
 /// image, so the endpoint reveals nothing.
 pub async fn open(State(s): State<AppState>, Path(token): Path<String>) -> impl IntoResponse {
     let token = token.trim_end_matches(".gif");
-    if token.len() == 32
+    // 32 characters: tokens made before they began with the time.
+    if (token.len() == sending::OPEN_TOKEN_LEN || token.len() == 32)
         && token.bytes().all(|b| b.is_ascii_alphanumeric())
         && let Err(e) = record(&s, token).await
     {

@@ -737,6 +737,22 @@ async fn opens_are_tracked_through_the_image() {
         .await
         .unwrap();
     let token = row.opt_text("open_token").unwrap().unwrap();
+    // Tokens begin with the time, so their index grows at its end; 32
+    // random characters follow.
+    assert_eq!(token.len(), 42, "{token}");
+    let later = app.post("/api/v1/emails", simple("a@b.com")).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let later_token = sql!("SELECT open_token FROM messages WHERE id = $1", &later)
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap()
+        .opt_text("open_token")
+        .unwrap()
+        .unwrap();
+    assert!(token[..10] <= later_token[..10], "{token} {later_token}");
+    assert_ne!(token[10..], later_token[10..]);
     for _ in 0..2 {
         let r = app
             .client
@@ -782,6 +798,22 @@ async fn opens_are_tracked_through_the_image() {
             .len(),
         1
     );
+    // A token of the old form (32 random characters) is still honoured.
+    sql!(
+        "UPDATE messages SET open_token = $1 WHERE id = $2",
+        "y".repeat(32),
+        &later
+    )
+    .execute(app.db.writer())
+    .await
+    .unwrap();
+    app.client
+        .get(format!("{}/t/o/{}", app.base, "y".repeat(32)))
+        .send()
+        .await
+        .unwrap();
+    let m = app.get(&format!("/api/v1/emails/{later}")).await.body;
+    assert_eq!(m["open_count"], 1);
     // Unknown tokens get the image and change nothing.
     let r = app
         .client
