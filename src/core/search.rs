@@ -3,7 +3,7 @@
 //! threads keyed by recency) and PostgreSQL tsvector (a generated column
 //! with a GIN index).
 
-use crate::store::{Backend, IndexWrite, RowExt, Sql, Tx};
+use crate::store::{Backend, FtsIndex, IndexWrite, RowExt, Sql, Tx};
 
 /// Words of a user query, stripped of everything FTS syntax could misread.
 fn terms(q: &str) -> Vec<String> {
@@ -166,12 +166,11 @@ pub async fn reindex_thread(
     .map(|r| r.int("search_key"))
     .transpose()?;
     let remove = old_key.map(|rowid| IndexWrite::Remove {
-        index: "threads_fts",
+        index: FtsIndex::Threads,
         rowid,
     });
     let add = new_key.map(|rowid| IndexWrite::Add {
-        index: "threads_fts",
-        columns: "body",
+        index: FtsIndex::Threads,
         rowid,
         values: vec![document],
     });
@@ -202,14 +201,14 @@ pub async fn unindex_threads(
     backend: Backend,
     thread_ids: &[String],
 ) -> Result<(), sqlx::Error> {
-    if backend == Backend::Sqlite && !thread_ids.is_empty() {
-        let mut q =
-            Sql::new("SELECT search_key FROM threads WHERE search_key IS NOT NULL AND id IN ");
-        q.bind_list(thread_ids);
-        let removals = removals(&q.fetch_all_tx(tx).await?, "threads_fts", "search_key")?;
-        tx.write_index(removals).await?;
-    }
-    Ok(())
+    unindex(
+        tx,
+        backend,
+        FtsIndex::Threads,
+        "SELECT search_key AS rowid FROM threads WHERE search_key IS NOT NULL AND id IN ",
+        thread_ids,
+    )
+    .await
 }
 
 /// The FTS5 expression for a user query: every word, each quoted, all
@@ -244,28 +243,39 @@ pub async fn index_message(
         .await?
         .int("seq")?;
     tx.write_index([IndexWrite::Add {
-        index: "messages_fts",
-        columns: "subject, body",
+        index: FtsIndex::Messages,
         rowid: seq,
         values: vec![subject.to_string(), body.to_string()],
     }])
     .await
 }
 
-/// Removals from `index` of the documents whose rowids are in `column`.
-fn removals(
-    rows: &[crate::store::TxRow],
-    index: &'static str,
-    column: &str,
-) -> Result<Vec<IndexWrite>, sqlx::Error> {
-    rows.iter()
+/// Removes from `index` the documents of the rows `ids`, whose rowids
+/// `select` (ending in `IN `) reads as `rowid`.
+async fn unindex(
+    tx: &mut Tx,
+    backend: Backend,
+    index: FtsIndex,
+    select: &str,
+    ids: &[String],
+) -> Result<(), sqlx::Error> {
+    if backend != Backend::Sqlite || ids.is_empty() {
+        return Ok(());
+    }
+    let mut q = Sql::new(select);
+    q.bind_list(ids);
+    let removals = q
+        .fetch_all_tx(tx)
+        .await?
+        .iter()
         .map(|r| {
             Ok(IndexWrite::Remove {
                 index,
-                rowid: r.int(column)?,
+                rowid: r.int("rowid")?,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    tx.write_index(removals).await
 }
 
 /// Removes messages of the given ids from the index before they are deleted.
@@ -274,13 +284,14 @@ pub async fn unindex_messages(
     backend: Backend,
     ids: &[String],
 ) -> Result<(), sqlx::Error> {
-    if backend == Backend::Sqlite && !ids.is_empty() {
-        let mut q = Sql::new("SELECT seq FROM messages WHERE id IN ");
-        q.bind_list(ids);
-        let removals = removals(&q.fetch_all_tx(tx).await?, "messages_fts", "seq")?;
-        tx.write_index(removals).await?;
-    }
-    Ok(())
+    unindex(
+        tx,
+        backend,
+        FtsIndex::Messages,
+        "SELECT seq AS rowid FROM messages WHERE id IN ",
+        ids,
+    )
+    .await
 }
 
 #[cfg(test)]

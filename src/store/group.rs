@@ -167,7 +167,6 @@ async fn run_batch(tx: &mut Tx, batch: Vec<Job>) {
     }
     let mut delivers = Vec::with_capacity(batch.len());
     let mut failure = None;
-    tx.index_writes.clear();
     for job in batch {
         if let Err(e) = control(tx, "SAVEPOINT job").await {
             failure = Some(e);
@@ -201,7 +200,7 @@ async fn run_batch(tx: &mut Tx, batch: Vec<Job>) {
     }
     let failure = match failure {
         Some(e) => Some(e),
-        None => match write_indexes(tx).await {
+        None => match apply_index_writes(tx).await {
             Ok(()) => control(tx, "COMMIT").await.err(),
             Err(e) => Some(e),
         },
@@ -223,12 +222,9 @@ async fn run_batch(tx: &mut Tx, batch: Vec<Job>) {
 }
 
 /// The index writes of the batch's jobs (see [`Tx::write_index`]).
-async fn write_indexes(tx: &mut Tx) -> Result<(), sqlx::Error> {
+async fn apply_index_writes(tx: &mut Tx) -> Result<(), sqlx::Error> {
     let writes = std::mem::take(&mut tx.index_writes);
-    for statement in index_writes::statements(&writes) {
-        statement.execute_tx(tx).await?;
-    }
-    Ok(())
+    index_writes::apply(tx, &writes).await
 }
 
 async fn control(tx: &mut Tx, statement: &'static str) -> Result<(), sqlx::Error> {
@@ -261,7 +257,7 @@ fn fail_all(delivers: Vec<Deliver>, why: String) {
 mod tests {
     use crate::sql;
     use crate::store::tests::TempSqlite;
-    use crate::store::{IndexWrite, RowExt};
+    use crate::store::{FtsIndex, IndexWrite, RowExt};
 
     #[tokio::test]
     async fn a_failed_job_leaves_no_trace_and_spares_its_batch() {
@@ -320,8 +316,7 @@ mod tests {
                 db.write(move |tx| {
                     Box::pin(async move {
                         tx.write_index([IndexWrite::Add {
-                            index: "threads_fts",
-                            columns: "body",
+                            index: FtsIndex::Threads,
                             rowid: i,
                             values: vec![format!("common w{i}")],
                         }])

@@ -11,47 +11,73 @@
 
 use std::collections::HashMap;
 
-use super::{Sql, Value};
+use super::{Sql, Tx, Value};
+
+/// SQLite's full-text indexes (contentless FTS5 tables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FtsIndex {
+    /// One document per message (drafts aside), rowid `messages.seq`:
+    /// subject, body.
+    Messages,
+    /// One document per thread, rowid `threads.search_key`: body.
+    Threads,
+}
+
+impl FtsIndex {
+    fn table(self) -> &'static str {
+        match self {
+            FtsIndex::Messages => "messages_fts",
+            FtsIndex::Threads => "threads_fts",
+        }
+    }
+
+    fn columns(self) -> &'static str {
+        match self {
+            FtsIndex::Messages => "subject, body",
+            FtsIndex::Threads => "body",
+        }
+    }
+}
 
 /// A change to a full-text index, by the document's rowid.
 #[derive(Debug, Clone, PartialEq)]
 pub enum IndexWrite {
     /// Removes the document at `rowid`, if there is one.
-    Remove { index: &'static str, rowid: i64 },
+    Remove { index: FtsIndex, rowid: i64 },
     /// Adds a document at `rowid` (none may be there): `values` for the
-    /// index's `columns`, in their order.
+    /// index's columns, in their order.
     Add {
-        index: &'static str,
-        columns: &'static str,
+        index: FtsIndex,
         rowid: i64,
         values: Vec<String>,
     },
 }
 
 impl IndexWrite {
-    fn index(&self) -> &'static str {
+    fn index(&self) -> FtsIndex {
         match self {
-            IndexWrite::Remove { index, .. } | IndexWrite::Add { index, .. } => index,
+            IndexWrite::Remove { index, .. } | IndexWrite::Add { index, .. } => *index,
         }
-    }
-
-    /// The statement that makes this one change.
-    pub fn statement(&self) -> Sql {
-        statements(std::slice::from_ref(self))
-            .pop()
-            .unwrap_or_default()
     }
 }
 
 /// Rows per statement: SQLite takes at most 32,766 values in one.
 const ROWS_PER_STATEMENT: usize = 500;
 
+/// Runs [`statements`] of `writes` in `tx`.
+pub async fn apply(tx: &mut Tx, writes: &[IndexWrite]) -> Result<(), sqlx::Error> {
+    for statement in statements(writes) {
+        statement.execute_tx(tx).await?;
+    }
+    Ok(())
+}
+
 /// Statements with the effect of `writes` applied in order: per index, one
 /// DELETE of every rowid removed at some point, then one INSERT of every
 /// document still added at the end (a document added and later removed is
 /// never written).
 pub fn statements(writes: &[IndexWrite]) -> Vec<Sql> {
-    let mut indexes: Vec<&'static str> = Vec::new();
+    let mut indexes: Vec<FtsIndex> = Vec::new();
     for w in writes {
         if !indexes.contains(&w.index()) {
             indexes.push(w.index());
@@ -60,7 +86,7 @@ pub fn statements(writes: &[IndexWrite]) -> Vec<Sql> {
     let mut out = Vec::new();
     for index in indexes {
         let mut removed: Vec<i64> = Vec::new();
-        let mut added: Vec<Option<(&'static str, i64, &[String])>> = Vec::new();
+        let mut added: Vec<Option<(i64, &[String])>> = Vec::new();
         let mut added_at: HashMap<i64, usize> = HashMap::new();
         for w in writes.iter().filter(|w| w.index() == index) {
             match w {
@@ -72,46 +98,35 @@ pub fn statements(writes: &[IndexWrite]) -> Vec<Sql> {
                         removed.push(*rowid);
                     }
                 }
-                IndexWrite::Add {
-                    columns,
-                    rowid,
-                    values,
-                    ..
-                } => {
+                IndexWrite::Add { rowid, values, .. } => {
                     if let Some(i) = added_at.insert(*rowid, added.len()) {
                         added[i] = None;
                     }
-                    added.push(Some((columns, *rowid, values)));
+                    added.push(Some((*rowid, values)));
                 }
             }
         }
+        let table = index.table();
         for chunk in removed.chunks(ROWS_PER_STATEMENT) {
-            let mut q = Sql::new(&format!("DELETE FROM {index} WHERE rowid IN "));
+            let mut q = Sql::new(&format!("DELETE FROM {table} WHERE rowid IN "));
             q.bind_list(chunk);
             out.push(q);
         }
         let added: Vec<_> = added.into_iter().flatten().collect();
-        // One INSERT per column list (an index has one).
-        let mut column_lists: Vec<&'static str> = Vec::new();
-        for (columns, _, _) in &added {
-            if !column_lists.contains(columns) {
-                column_lists.push(columns);
-            }
-        }
-        for columns in column_lists {
-            let rows: Vec<_> = added.iter().filter(|a| a.0 == columns).collect();
-            for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-                let mut q = Sql::new(&format!("INSERT INTO {index} (rowid, {columns}) VALUES "));
-                for (i, (_, rowid, values)) in chunk.iter().enumerate() {
-                    if i > 0 {
-                        q.push(", ");
-                    }
-                    let mut row: Vec<Value> = vec![Value::from(*rowid)];
-                    row.extend(values.iter().map(Value::from));
-                    q.bind_list(&row);
+        for chunk in added.chunks(ROWS_PER_STATEMENT) {
+            let mut q = Sql::new(&format!(
+                "INSERT INTO {table} (rowid, {}) VALUES ",
+                index.columns()
+            ));
+            for (i, (rowid, values)) in chunk.iter().enumerate() {
+                if i > 0 {
+                    q.push(", ");
                 }
-                out.push(q);
+                let mut row: Vec<Value> = vec![Value::from(*rowid)];
+                row.extend(values.iter().map(Value::from));
+                q.bind_list(&row);
             }
+            out.push(q);
         }
     }
     out
@@ -123,8 +138,7 @@ mod tests {
 
     fn add(rowid: i64, body: &str) -> IndexWrite {
         IndexWrite::Add {
-            index: "t_fts",
-            columns: "body",
+            index: FtsIndex::Threads,
             rowid,
             values: vec![body.into()],
         }
@@ -132,7 +146,7 @@ mod tests {
 
     fn remove(rowid: i64) -> IndexWrite {
         IndexWrite::Remove {
-            index: "t_fts",
+            index: FtsIndex::Threads,
             rowid,
         }
     }
@@ -146,8 +160,7 @@ mod tests {
             remove(2),
             add(4, "moved"),
             IndexWrite::Add {
-                index: "m_fts",
-                columns: "subject, body",
+                index: FtsIndex::Messages,
                 rowid: 9,
                 values: vec!["s".into(), "b".into()],
             },
@@ -160,11 +173,11 @@ mod tests {
             got,
             vec![
                 (
-                    "DELETE FROM t_fts WHERE rowid IN ($1, $2)".to_string(),
+                    "DELETE FROM threads_fts WHERE rowid IN ($1, $2)".to_string(),
                     vec![Value::from(1), Value::from(2)]
                 ),
                 (
-                    "INSERT INTO t_fts (rowid, body) VALUES ($1, $2), ($3, $4)".to_string(),
+                    "INSERT INTO threads_fts (rowid, body) VALUES ($1, $2), ($3, $4)".to_string(),
                     vec![
                         Value::from(3),
                         Value::from("kept"),
@@ -173,7 +186,8 @@ mod tests {
                     ]
                 ),
                 (
-                    "INSERT INTO m_fts (rowid, subject, body) VALUES ($1, $2, $3)".to_string(),
+                    "INSERT INTO messages_fts (rowid, subject, body) VALUES ($1, $2, $3)"
+                        .to_string(),
                     vec![Value::from(9), Value::from("s"), Value::from("b")]
                 ),
             ]
@@ -199,7 +213,9 @@ mod tests {
             let mut found = Vec::new();
             for word in ["alpha", "beta", "gamma", "delta", "epsilon"] {
                 let mut stmt = conn
-                    .prepare("SELECT rowid FROM t_fts WHERE t_fts MATCH ?1 ORDER BY rowid")
+                    .prepare(
+                        "SELECT rowid FROM threads_fts WHERE threads_fts MATCH ?1 ORDER BY rowid",
+                    )
                     .unwrap();
                 let rows = stmt
                     .query_map([word], |r| r.get::<_, i64>(0))
@@ -213,15 +229,17 @@ mod tests {
         let fresh = || {
             let conn = rusqlite::Connection::open_in_memory().unwrap();
             conn.execute_batch(
-                "CREATE VIRTUAL TABLE t_fts USING fts5(body, content='', contentless_delete=1);
-                 INSERT INTO t_fts (rowid, body) VALUES (7, 'delta');",
+                "CREATE VIRTUAL TABLE threads_fts USING fts5(body, content='', contentless_delete=1);
+                 INSERT INTO threads_fts (rowid, body) VALUES (7, 'delta');",
             )
             .unwrap();
             conn
         };
         let one_by_one = fresh();
         for w in &writes {
-            super::super::lite::execute(&one_by_one, &w.statement()).unwrap();
+            for s in statements(std::slice::from_ref(w)) {
+                super::super::lite::execute(&one_by_one, &s).unwrap();
+            }
         }
         let batched = fresh();
         batched.execute_batch("BEGIN").unwrap();

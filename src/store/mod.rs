@@ -20,7 +20,7 @@ mod migrations;
 
 use group::GroupWriter;
 pub use group::JobFuture;
-pub use index_writes::IndexWrite;
+pub use index_writes::{FtsIndex, IndexWrite};
 use lite::LiteRow;
 use lookup::LookupPool;
 
@@ -71,10 +71,7 @@ impl Tx {
             }
             TxInner::Pool(_) => {
                 let writes: Vec<IndexWrite> = writes.into_iter().collect();
-                for statement in index_writes::statements(&writes) {
-                    statement.execute_tx(self).await?;
-                }
-                Ok(())
+                index_writes::apply(self, &writes).await
             }
         }
     }
@@ -642,34 +639,30 @@ impl Db {
     /// the calling thread (see `lookup`); anything longer belongs in
     /// [`Db::reader`], whose connections have threads of their own.
     pub async fn lookup_all(&self, sql: &Sql) -> Result<Vec<TxRow>, sqlx::Error> {
-        self.lookup(sql, usize::MAX).await
+        Ok(match &self.lookups {
+            Some(pool) => pool
+                .fetch(sql, usize::MAX)?
+                .into_iter()
+                .map(|r| TxRow(RowInner::Lite(r)))
+                .collect(),
+            None => sql
+                .fetch_all(&self.reader)
+                .await?
+                .into_iter()
+                .map(|r| TxRow(RowInner::Pool(r)))
+                .collect(),
+        })
     }
 
     /// The first row of a lookup (see [`Db::lookup_all`]).
     pub async fn lookup_optional(&self, sql: &Sql) -> Result<Option<TxRow>, sqlx::Error> {
-        Ok(self.lookup(sql, 1).await?.pop())
-    }
-
-    async fn lookup(&self, sql: &Sql, limit: usize) -> Result<Vec<TxRow>, sqlx::Error> {
-        let rows = match &self.lookups {
-            Some(pool) => pool
-                .fetch(sql, limit)?
-                .into_iter()
-                .map(|r| TxRow(RowInner::Lite(r)))
-                .collect(),
-            None if limit == 1 => sql
+        Ok(match &self.lookups {
+            Some(pool) => pool.fetch(sql, 1)?.pop().map(|r| TxRow(RowInner::Lite(r))),
+            None => sql
                 .fetch_optional(&self.reader)
                 .await?
-                .map(|r| TxRow(RowInner::Pool(r)))
-                .into_iter()
-                .collect(),
-            None => {
-                let mut rows = sql.fetch_all(&self.reader).await?;
-                rows.truncate(limit);
-                rows.into_iter().map(|r| TxRow(RowInner::Pool(r))).collect()
-            }
-        };
-        Ok(rows)
+                .map(|r| TxRow(RowInner::Pool(r))),
+        })
     }
 
     /// Pool for single statements that write (autocommit).
