@@ -1,0 +1,1 @@
+//! (tests added by this session)
