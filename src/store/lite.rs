@@ -315,4 +315,26 @@ mod tests {
         let err = execute(&conn, &sql!("INSERT INTO t (id, n) VALUES ($1, $2)", "x")).unwrap_err();
         assert!(err.to_string().contains("$2"), "{err}");
     }
+
+    /// `.cargo/config.toml` builds SQLite without a page cache shared by
+    /// every connection behind one mutex and without memory statistics
+    /// (another global mutex per allocation): a quarter of the send rate.
+    #[test]
+    fn sqlite_is_built_without_shared_cache_or_memory_statistics() {
+        let conn = memory();
+        let mut stmt = conn.prepare("PRAGMA compile_options").unwrap();
+        let options: Vec<String> = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+            "{options:?}"
+        );
+        assert!(
+            !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+            "{options:?}"
+        );
+    }
 }
