@@ -1,9 +1,10 @@
 //! Sending: validation of a send request, then the one path every outgoing
 //! message takes (POST /emails, batches, replies, drafts).
 //!
-//! The attempt is recorded as `queued` before the provider is called, and its
-//! outcome (sent, rejected or failed) is written afterwards with its events,
-//! so no send is ever lost or hidden.
+//! The provider is called first, outside any transaction; then one
+//! transaction records the attempt whatever its outcome (sent, rejected or
+//! failed) with its events, so no answered send is lost or hidden. The
+//! crash window this leaves is described in the README ("Sending path").
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
