@@ -37,6 +37,21 @@ pub struct Tx {
 enum TxInner {
     Pool(sqlx::Transaction<'static, Any>),
     Lite(rusqlite::Connection),
+    /// A PostgreSQL write that has sent nothing yet. A job whose writes are
+    /// one statement (a send's joined inserts, see [`execute_all`]) needs no
+    /// BEGIN and COMMIT: the statement is held and runs on its own at
+    /// commit, atomic by itself, one round trip instead of three. Anything
+    /// more begins a real transaction first, the held statement in it.
+    Deferred {
+        pool: AnyPool,
+        held: Option<Sql>,
+    },
+}
+
+/// The connection a statement of a [`Tx`] runs on.
+enum TxConn<'t> {
+    Pool(&'t mut sqlx::AnyConnection),
+    Lite(&'t mut rusqlite::Connection),
 }
 
 impl From<sqlx::Transaction<'static, Any>> for Tx {
@@ -56,6 +71,32 @@ impl Tx {
         }
     }
 
+    fn deferred(pool: AnyPool) -> Tx {
+        Tx {
+            inner: TxInner::Deferred { pool, held: None },
+            index_writes: Vec::new(),
+        }
+    }
+
+    /// The connection to run a statement on; a deferred write begins its
+    /// transaction here, its held statement first.
+    async fn conn(&mut self) -> Result<TxConn<'_>, sqlx::Error> {
+        if let TxInner::Deferred { pool, held } = &mut self.inner {
+            let mut tx = pool.begin().await?;
+            if let Some(statement) = held.take() {
+                statement.execute(&mut *tx).await?;
+            }
+            self.inner = TxInner::Pool(tx);
+        }
+        match &mut self.inner {
+            TxInner::Pool(t) => Ok(TxConn::Pool(t)),
+            TxInner::Lite(conn) => Ok(TxConn::Lite(conn)),
+            TxInner::Deferred { .. } => Err(sqlx::Error::Protocol(
+                "a deferred write did not begin its transaction".into(),
+            )),
+        }
+    }
+
     /// Changes full-text indexes as part of this transaction, in order: at
     /// once, or in the group writer with the rest of the batch's index
     /// writes after its last job (dropped with its job if the job fails;
@@ -69,7 +110,7 @@ impl Tx {
                 self.index_writes.extend(writes);
                 Ok(())
             }
-            TxInner::Pool(_) => {
+            TxInner::Pool(_) | TxInner::Deferred { .. } => {
                 let writes: Vec<IndexWrite> = writes.into_iter().collect();
                 index_writes::apply(self, &writes).await
             }
@@ -81,6 +122,10 @@ impl Tx {
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         match self.inner {
             TxInner::Pool(tx) => tx.commit().await,
+            TxInner::Deferred { pool, held } => match held {
+                Some(statement) => statement.execute(&pool).await.map(|_| ()),
+                None => Ok(()),
+            },
             TxInner::Lite(_) => Err(sqlx::Error::Protocol(
                 "a group-commit job cannot commit on its own".into(),
             )),
@@ -332,21 +377,21 @@ impl Sql {
 /// The same statements inside a [`Tx`].
 impl Sql {
     pub async fn execute_tx(&self, tx: &mut Tx) -> Result<u64, sqlx::Error> {
-        match &mut tx.inner {
-            TxInner::Pool(t) => self.execute(&mut **t).await,
-            TxInner::Lite(conn) => lite::execute(conn, self),
+        match tx.conn().await? {
+            TxConn::Pool(c) => self.execute(c).await,
+            TxConn::Lite(conn) => lite::execute(conn, self),
         }
     }
 
     pub async fn fetch_all_tx(&self, tx: &mut Tx) -> Result<Vec<TxRow>, sqlx::Error> {
-        match &mut tx.inner {
-            TxInner::Pool(t) => Ok(self
-                .fetch_all(&mut **t)
+        match tx.conn().await? {
+            TxConn::Pool(c) => Ok(self
+                .fetch_all(c)
                 .await?
                 .into_iter()
                 .map(|r| TxRow(RowInner::Pool(r)))
                 .collect()),
-            TxInner::Lite(conn) => Ok(lite::fetch_all(conn, self)?
+            TxConn::Lite(conn) => Ok(lite::fetch_all(conn, self)?
                 .into_iter()
                 .map(|r| TxRow(RowInner::Lite(r)))
                 .collect()),
@@ -354,12 +399,12 @@ impl Sql {
     }
 
     pub async fn fetch_optional_tx(&self, tx: &mut Tx) -> Result<Option<TxRow>, sqlx::Error> {
-        match &mut tx.inner {
-            TxInner::Pool(t) => Ok(self
-                .fetch_optional(&mut **t)
+        match tx.conn().await? {
+            TxConn::Pool(c) => Ok(self
+                .fetch_optional(c)
                 .await?
                 .map(|r| TxRow(RowInner::Pool(r)))),
-            TxInner::Lite(conn) => {
+            TxConn::Lite(conn) => {
                 Ok(lite::fetch_optional(conn, self)?.map(|r| TxRow(RowInner::Lite(r))))
             }
         }
@@ -423,9 +468,20 @@ pub async fn execute_all(
     backend: Backend,
     statements: &[Sql],
 ) -> Result<(), sqlx::Error> {
-    let conn = match &mut tx.inner {
-        TxInner::Pool(t) => &mut **t,
-        TxInner::Lite(conn) => {
+    if backend == Backend::Postgres
+        && let TxInner::Deferred {
+            held: held @ None, ..
+        } = &mut tx.inner
+    {
+        let mut merged = merge_plain_inserts(statements);
+        if merged.len() <= 1 {
+            *held = merged.pop();
+            return Ok(());
+        }
+    }
+    let conn = match tx.conn().await? {
+        TxConn::Pool(c) => c,
+        TxConn::Lite(conn) => {
             for s in statements {
                 lite::execute(conn, s)?;
             }
@@ -717,7 +773,7 @@ impl Db {
         // starting the next send.
         let writer = self.writer.clone();
         let written = tokio::spawn(async move {
-            let mut tx = Tx::from(writer.begin().await?);
+            let mut tx = Tx::deferred(writer);
             let value = work(&mut tx).await?;
             tx.commit().await?;
             Ok(value)
@@ -737,6 +793,10 @@ impl Db {
     /// shared runtime, where every wake-up waits behind the requests being
     /// served and the group writer waits behind that. Rows affected.
     pub async fn write_statement(&self, statement: Sql) -> Result<u64, sqlx::Error> {
+        if self.group.is_none() {
+            // One statement is atomic by itself: no BEGIN and COMMIT.
+            return statement.execute(&self.writer).await;
+        }
         self.write(move |tx| Box::pin(async move { statement.execute_tx(tx).await }))
             .await
     }
@@ -744,6 +804,12 @@ impl Db {
     /// As [`Db::write_statement`], for a statement that reads (a read that
     /// must see writes still in the group commit) or returns a row.
     pub async fn write_fetch_optional(&self, statement: Sql) -> Result<Option<TxRow>, sqlx::Error> {
+        if self.group.is_none() {
+            return Ok(statement
+                .fetch_optional(&self.writer)
+                .await?
+                .map(|r| TxRow(RowInner::Pool(r))));
+        }
         self.write(move |tx| Box::pin(async move { statement.fetch_optional_tx(tx).await }))
             .await
     }
@@ -846,6 +912,106 @@ pub(crate) mod tests {
                 let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
             }
         }
+    }
+
+    /// A fresh database on the PostgreSQL server `PIGEONHOLE_TEST_POSTGRES_URL`
+    /// names; None when it is not set (the SQLite run).
+    async fn fresh_postgres() -> Option<Db> {
+        use sqlx::Connection;
+        let admin = std::env::var("PIGEONHOLE_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|u| !u.is_empty())?;
+        sqlx::any::install_default_drivers();
+        let name = format!("ph_test_{}", crate::ids::random_token(16));
+        let mut conn = sqlx::AnyConnection::connect(&admin).await.unwrap();
+        conn.execute(format!("CREATE DATABASE {name}").as_str())
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+        let mut url = url::Url::parse(&admin).unwrap();
+        url.set_path(&format!("/{name}"));
+        Some(Db::connect(url.as_str()).await.unwrap())
+    }
+
+    async fn probe_rows(db: &Db) -> i64 {
+        Sql::new("SELECT COUNT(*) AS n FROM probe")
+            .fetch_one(db.reader())
+            .await
+            .unwrap()
+            .int("n")
+            .unwrap()
+    }
+
+    fn probe_insert(id: &str) -> Sql {
+        sql!("INSERT INTO probe (id) VALUES ($1)", id)
+    }
+
+    #[tokio::test]
+    async fn a_one_statement_write_on_postgres_is_held_until_commit_and_sent_alone() {
+        let Some(db) = fresh_postgres().await else {
+            return;
+        };
+        Sql::new("CREATE TABLE probe (id TEXT PRIMARY KEY)")
+            .execute(db.writer())
+            .await
+            .unwrap();
+        let pg = Backend::Postgres;
+
+        // Joined inserts are held, not sent, until the commit runs them alone.
+        let mut tx = Tx::deferred(db.writer().clone());
+        execute_all(&mut tx, pg, &[probe_insert("a"), probe_insert("b")])
+            .await
+            .unwrap();
+        assert!(matches!(&tx.inner, TxInner::Deferred { held: Some(_), .. }));
+        assert_eq!(probe_rows(&db).await, 0);
+        tx.commit().await.unwrap();
+        assert_eq!(probe_rows(&db).await, 2);
+
+        // Dropped before its commit: nothing was written.
+        let mut tx = Tx::deferred(db.writer().clone());
+        execute_all(&mut tx, pg, &[probe_insert("c")])
+            .await
+            .unwrap();
+        drop(tx);
+        assert_eq!(probe_rows(&db).await, 2);
+
+        // Anything more begins a transaction, the held statement first.
+        let mut tx = Tx::deferred(db.writer().clone());
+        execute_all(&mut tx, pg, &[probe_insert("d")])
+            .await
+            .unwrap();
+        let seen = sql!("SELECT id FROM probe WHERE id = $1", "d")
+            .fetch_optional_tx(&mut tx)
+            .await
+            .unwrap();
+        assert!(seen.is_some());
+        assert!(matches!(&tx.inner, TxInner::Pool(_)));
+        assert_eq!(probe_rows(&db).await, 2, "not committed yet");
+        tx.commit().await.unwrap();
+        assert_eq!(probe_rows(&db).await, 3);
+
+        // Through Db::write: a job that fails after holding its statement
+        // leaves nothing; a held statement that fails is the write's error.
+        let failed: Result<(), sqlx::Error> = db
+            .write(|tx| {
+                Box::pin(async move {
+                    execute_all(tx, Backend::Postgres, &[probe_insert("e")]).await?;
+                    Err(sqlx::Error::RowNotFound)
+                })
+            })
+            .await;
+        assert!(failed.is_err());
+        assert_eq!(probe_rows(&db).await, 3);
+        let duplicate: Result<(), sqlx::Error> = db
+            .write(|tx| {
+                Box::pin(
+                    async move { execute_all(tx, Backend::Postgres, &[probe_insert("a")]).await },
+                )
+            })
+            .await;
+        assert!(is_unique_violation(&duplicate.unwrap_err()));
+        assert_eq!(probe_rows(&db).await, 3);
+        db.close().await;
     }
 
     #[tokio::test]
