@@ -318,7 +318,148 @@ pub async fn record_open(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::tests::TempSqlite;
     use ProviderEventKind::*;
+
+    /// An outbound message already `sent`, as a send leaves it; returns its
+    /// id and provider message id.
+    async fn sent_message(db: &Db) -> (String, String) {
+        let id = ids::new_id("msg");
+        let pid = format!("0100-{id}");
+        sql!(
+            "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, \
+             folder, message_id, provider_message_id, from_address, to_addresses, cc_addresses, \
+             bcc_addresses, subject, text_body, html_body, search_body, headers, status, open_count, \
+             is_read, is_starred, has_attachments, created_at) \
+             VALUES ($1, $2, $3, $4, $5, 'outbound', 0, 'sent', $6, $7, $4, $8, '[]', '[]', 's', 't', \
+             '', 't', '{}', 'sent', 0, 0, 0, 0, $9)",
+            &id,
+            ids::new_id("thr"),
+            ids::new_id("mbx"),
+            "team@example.com",
+            "example.com",
+            format!("<{id}@example.com>"),
+            &pid,
+            r#"["a@x.com"]"#,
+            clock::now_micros()
+        )
+        .execute(db.writer())
+        .await
+        .unwrap();
+        (id, pid)
+    }
+
+    fn event(pid: &str, kind: ProviderEventKind, detail: Option<&str>) -> ProviderEvent {
+        ProviderEvent {
+            provider_message_id: pid.to_string(),
+            kind,
+            recipients: vec!["a@x.com".to_string()],
+            detail: detail.map(str::to_string),
+            occurred_at: clock::now_micros(),
+            delivery_id: None,
+        }
+    }
+
+    async fn status_and_error(db: &Db, id: &str) -> (String, Option<String>) {
+        let row = sql!("SELECT status, error FROM messages WHERE id = $1", id)
+            .fetch_one(db.reader())
+            .await
+            .unwrap();
+        (row.text("status").unwrap(), row.opt_text("error").unwrap())
+    }
+
+    /// The outbox events of each type, in order.
+    async fn outbox(db: &Db) -> Vec<String> {
+        sql!("SELECT type FROM events ORDER BY seq")
+            .fetch_all(db.reader())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.text("type").unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_late_reject_or_rendering_failure_leaves_a_delivered_message_alone() {
+        assert_eq!(transition("delivered", Reject), None);
+        assert_eq!(transition("delivered", RenderingFailure), None);
+        let temp = TempSqlite::new("late-failures").await;
+        let db = &temp.db;
+        let (id, pid) = sent_message(db).await;
+        let delivery = event(&pid, Delivery, Some("250 ok"));
+        assert_eq!(ingest(db, &delivery).await.unwrap(), Ingested::Applied);
+        assert_eq!(
+            status_and_error(db, &id).await,
+            ("delivered".to_string(), None)
+        );
+        assert_eq!(outbox(db).await, ["email.delivered"]);
+
+        for (kind, detail) in [
+            (Reject, "Bad content"),
+            (RenderingFailure, "Attribute 'name' is not present"),
+        ] {
+            let late = event(&pid, kind, Some(detail));
+            assert_eq!(ingest(db, &late).await.unwrap(), Ingested::Applied);
+            assert_eq!(
+                status_and_error(db, &id).await,
+                ("delivered".to_string(), None),
+                "{kind:?} after delivery"
+            );
+        }
+        assert_eq!(outbox(db).await, ["email.delivered"]);
+
+        // The same events on a message not yet delivered do move it.
+        let (rejected, rpid) = sent_message(db).await;
+        ingest(db, &event(&rpid, Reject, Some("Bad content")))
+            .await
+            .unwrap();
+        assert_eq!(
+            status_and_error(db, &rejected).await,
+            ("rejected".to_string(), Some("Bad content".to_string()))
+        );
+        let (failed, fpid) = sent_message(db).await;
+        ingest(db, &event(&fpid, RenderingFailure, Some("no name")))
+            .await
+            .unwrap();
+        assert_eq!(status_and_error(db, &failed).await.0, "failed");
+        assert_eq!(
+            outbox(db).await,
+            ["email.delivered", "email.rejected", "email.failed"]
+        );
+        temp.remove().await;
+    }
+
+    #[tokio::test]
+    async fn a_late_delivery_delay_writes_no_outbox_event() {
+        let temp = TempSqlite::new("late-delay").await;
+        let db = &temp.db;
+        let (id, pid) = sent_message(db).await;
+        ingest(db, &event(&pid, Delivery, Some("250 ok")))
+            .await
+            .unwrap();
+        assert_eq!(outbox(db).await, ["email.delivered"]);
+        // Delays are not kept once per recipient: two late ones, one batch.
+        let late = vec![
+            event(&pid, DeliveryDelay, Some("421 busy")),
+            event(&pid, DeliveryDelay, Some("421 still busy")),
+        ];
+        let outcomes = ingest_all(db, late).await.unwrap();
+        assert_eq!(outcomes, [Ingested::Applied, Ingested::Applied]);
+        ingest(db, &event(&pid, DeliveryDelay, Some("421 busy again")))
+            .await
+            .unwrap();
+        assert_eq!(status_and_error(db, &id).await.0, "delivered");
+        assert_eq!(outbox(db).await, ["email.delivered"]);
+
+        // A delay before delivery does move the message and is announced.
+        let (delayed, dpid) = sent_message(db).await;
+        ingest(db, &event(&dpid, DeliveryDelay, Some("421 busy")))
+            .await
+            .unwrap();
+        assert_eq!(status_and_error(db, &delayed).await.0, "delayed");
+        assert_eq!(outbox(db).await, ["email.delivered", "email.delayed"]);
+        temp.remove().await;
+    }
 
     #[test]
     fn statuses_never_move_backwards() {
