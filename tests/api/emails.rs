@@ -928,6 +928,14 @@ async fn provider_failures_are_recorded_and_answered() {
         ready(&app).await;
         let r = app.post("/api/v1/emails", simple("a@b.com")).await;
         assert_error(&r, status, code);
+        if status == 429 {
+            // Throttling is retryable: the reply says after how many seconds.
+            let after = r.header("retry-after").expect("Retry-After on a 429");
+            let secs: u64 = after
+                .parse()
+                .unwrap_or_else(|_| panic!("Retry-After {after:?} is not whole seconds"));
+            assert!(secs > 0, "Retry-After {after:?}");
+        }
         let list = app.get("/api/v1/emails").await.body;
         let m = &list["data"][0];
         assert_eq!(m["status"], recorded, "{list}");
