@@ -11,7 +11,7 @@ use crate::store::{Db, RowExt, is_unique_violation};
 pub const RETENTION_MICROS: i64 = 24 * 3600 * 1_000_000;
 /// A record still "running" after this long belongs to a process that died;
 /// a retry may take it over.
-const STALE_RUNNING_MICROS: i64 = 5 * 60 * 1_000_000;
+pub const STALE_RUNNING_MICROS: i64 = 5 * 60 * 1_000_000;
 
 pub enum Begin {
     /// First time: go ahead, then `finish` or `abandon`.
@@ -26,7 +26,80 @@ pub enum Begin {
 
 /// SHA-256 of the body's canonical JSON (keys sorted, whitespace dropped).
 pub fn fingerprint(body: &serde_json::Value) -> String {
-    hex::encode(Sha256::digest(body.to_string().as_bytes()))
+    hex::encode(Sha256::digest(canonical_json(body).as_bytes()))
+}
+
+/// Compact JSON with every object's keys sorted by their bytes, at any depth;
+/// arrays keep their order. Sorted here rather than by `Value::to_string`,
+/// whose key order follows serde_json's `preserve_order` feature, which any
+/// crate in the build may switch on (a dev-dependency does, so tests would
+/// hash insertion order). The bytes equal `to_string` without that feature,
+/// so fingerprints stored by earlier release builds still match.
+fn canonical_json(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+// Recursion is bounded: serde_json's parser refuses nesting deeper than 128.
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_str(k, out);
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        Value::String(s) => write_str(s, out),
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&n.to_string()),
+    }
+}
+
+/// A JSON string escaped as serde_json escapes it: quote, backslash and the
+/// control characters, `\u00xx` in lower-case hex where no short form exists.
+fn write_str(s: &str, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let b = u32::from(c) as usize;
+                out.push_str("\\u00");
+                out.push(char::from(HEX[b >> 4]));
+                out.push(char::from(HEX[b & 0xf]));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 pub async fn begin(
@@ -141,4 +214,100 @@ pub async fn purge_expired(db: &Db) -> Result<u64, sqlx::Error> {
         clock::now_micros() - RETENTION_MICROS
     ))
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Map, Value, json};
+
+    use super::*;
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).expect("test JSON")
+    }
+
+    /// `value` rebuilt with every object's keys inserted in sorted order, so
+    /// that `to_string` prints them sorted whether or not serde_json
+    /// preserves insertion order: an oracle independent of that feature.
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                let mut out = Map::new();
+                for k in keys {
+                    out.insert(k.clone(), sorted(&map[k]));
+                }
+                Value::Object(out)
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+
+    #[test]
+    fn the_same_body_in_any_key_order_has_one_fingerprint() {
+        let a = parse(
+            r#"{"from":"a@x.com","to":["b@y.com"],"headers":{"X-A":"1","X-B":"2"},
+                "attachments":[{"filename":"f.txt","content":"aGk=","meta":{"z":1,"y":[{"q":1,"p":2}]}}]}"#,
+        );
+        let b = parse(
+            r#"{"attachments":[{"meta":{"y":[{"p":2,"q":1}],"z":1},"content":"aGk=","filename":"f.txt"}],
+                "headers":{"X-B":"2","X-A":"1"},"to":["b@y.com"],"from":"a@x.com"}"#,
+        );
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        assert_eq!(
+            canonical_json(&b),
+            r#"{"attachments":[{"content":"aGk=","filename":"f.txt","meta":{"y":[{"p":2,"q":1}],"z":1}}],"from":"a@x.com","headers":{"X-A":"1","X-B":"2"},"to":["b@y.com"]}"#
+        );
+    }
+
+    #[test]
+    fn different_requests_have_different_fingerprints() {
+        let base = json!({"from": "a@x.com", "to": ["b@y.com", "c@y.com"], "headers": {"X-A": "1"}, "n": 1});
+        let variants = [
+            json!({"from": "a@x.com", "to": ["b@y.com", "c@y.com"], "headers": {"X-A": "2"}, "n": 1}),
+            // Arrays are ordered: a batch in another order is another request.
+            json!({"from": "a@x.com", "to": ["c@y.com", "b@y.com"], "headers": {"X-A": "1"}, "n": 1}),
+            json!({"from": "a@x.com", "to": ["b@y.com", "c@y.com"], "headers": {"X-B": "1"}, "n": 1}),
+            json!({"from": "a@x.com", "to": ["b@y.com", "c@y.com"], "headers": {"X-A": "1"}, "n": "1"}),
+            json!({"from": "a@x.com", "to": ["b@y.com", "c@y.com"], "headers": {"X-A": "1"}, "n": 1.5}),
+            json!({"from": "a@x.com", "to": ["b@y.com", "c@y.com"], "headers": {"X-A": "1"}}),
+            json!({"from": "a@x.com", "to": ["b@y.com", "c@y.com"], "headers": {"X-A": "1"}, "n": null}),
+            json!([{"from": "a@x.com", "to": ["b@y.com", "c@y.com"], "headers": {"X-A": "1"}, "n": 1}]),
+        ];
+        let fp = fingerprint(&base);
+        assert_eq!(fp.len(), 64);
+        let mut seen = vec![fp];
+        for v in &variants {
+            let f = fingerprint(v);
+            assert!(!seen.contains(&f), "{v} shares a fingerprint");
+            seen.push(f);
+        }
+    }
+
+    /// Fingerprints stored before keys were sorted here were SHA-256 of
+    /// `to_string` in release builds, whose maps were sorted: the bytes must
+    /// not change, escapes and numbers included.
+    #[test]
+    fn canonical_bytes_are_serde_jsons_sorted_compact_form() {
+        let controls: String = (0u8..0x20).map(char::from).collect();
+        let messy = json!({
+            "zeta": [3, -1, 0.5, 1e300, u64::MAX, i64::MIN, true, false, null, {}, []],
+            "Alpha": {"b": "quote \" backslash \\ slash / tab \t", "a": controls},
+            "é": "ünïcödé and 🐦 and \u{7f}",
+            "a1": {"nested": {"deeper": [{"y": 1, "x": 2}]}},
+            "a": "",
+            "": "empty key",
+            "B": 1
+        });
+        assert_eq!(canonical_json(&messy), sorted(&messy).to_string());
+        // Keys sort by bytes, as a BTreeMap<String, _> sorts them.
+        assert!(canonical_json(&messy).starts_with(r#"{"":"empty key","Alpha":"#));
+        assert!(canonical_json(&messy).ends_with("\"é\":\"ünïcödé and 🐦 and \u{7f}\"}"));
+        assert_eq!(
+            fingerprint(&json!({"a": 1})),
+            hex::encode(Sha256::digest(br#"{"a":1}"#))
+        );
+    }
 }
