@@ -142,7 +142,10 @@ pub async fn begin(
         let created = row.int("created_at")?;
         let state = row.text("state")?;
         let expired = created < now - RETENTION_MICROS;
-        let stale = state == "running" && created < now - STALE_RUNNING_MICROS;
+        let same_request = row.text("fingerprint")? == fingerprint;
+        // Only a retry of the same request takes over a stale record: another
+        // request under the key misuses it, whatever became of the first.
+        let stale = same_request && state == "running" && created < now - STALE_RUNNING_MICROS;
         if expired || stale {
             // Delete exactly the record we looked at, then race for a fresh insert.
             db.write_statement(sql!(
@@ -155,7 +158,7 @@ pub async fn begin(
             .await?;
             continue;
         }
-        if row.text("fingerprint")? != fingerprint {
+        if !same_request {
             return Ok(Begin::Mismatch);
         }
         if state == "running" {

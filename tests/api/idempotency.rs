@@ -330,8 +330,12 @@ async fn a_stale_running_record_is_taken_over() {
     let r = post(&app, "/api/v1/emails", "orphan", &body).await;
     assert_error(&r, 409, "conflict");
     assert_eq!(messages_sent(&app).await, 0);
-    // Past it, the retry takes the record over and sends.
+    // Past it, another request under the key is still a conflict...
     age(&app, "orphan", 2 * 60 * SECOND_MICROS).await;
+    let other = post(&app, "/api/v1/emails", "orphan", &simple("c@d.com")).await;
+    assert_error(&other, 409, "conflict");
+    assert_eq!(messages_sent(&app).await, 0);
+    // ...and a retry of the same one takes the record over and sends.
     let taken = post(&app, "/api/v1/emails", "orphan", &body).await;
     assert_fresh(&taken, 202);
     assert_eq!(messages_sent(&app).await, 1);
