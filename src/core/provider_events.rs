@@ -429,6 +429,46 @@ mod tests {
         temp.remove().await;
     }
 
+    /// One batch moving one message several times leaves it at the last
+    /// status reached, with an outbox event per move; a message the batch
+    /// cannot move keeps its status.
+    #[tokio::test]
+    async fn a_batch_moves_each_message_to_the_last_status_it_reaches() {
+        let temp = TempSqlite::new("batch-moves").await;
+        let db = &temp.db;
+        let (first, pid1) = sent_message(db).await;
+        let (second, pid2) = sent_message(db).await;
+        let (third, pid3) = sent_message(db).await;
+        ingest(db, &event(&pid3, Delivery, None)).await.unwrap();
+        let batch = vec![
+            event(&pid1, DeliveryDelay, Some("mailbox full")),
+            event(&pid2, Delivery, None),
+            event(&pid1, Delivery, None),
+            event(&pid3, Reject, Some("late")),
+            event(&pid1, Complaint, None),
+        ];
+        let outcomes = ingest_all(db, batch).await.unwrap();
+        assert_eq!(outcomes, vec![Ingested::Applied; 5]);
+        assert_eq!(status_and_error(db, &first).await.0, "complained");
+        assert_eq!(status_and_error(db, &second).await.0, "delivered");
+        assert_eq!(
+            status_and_error(db, &third).await,
+            ("delivered".to_string(), None)
+        );
+        assert_eq!(
+            outbox(db).await,
+            [
+                "email.delivered",
+                "email.delayed",
+                "email.delivered",
+                "email.delivered",
+                "email.complained"
+            ]
+        );
+
+        temp.remove().await;
+    }
+
     #[tokio::test]
     async fn a_late_delivery_delay_writes_no_outbox_event() {
         let temp = TempSqlite::new("late-delay").await;
