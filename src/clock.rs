@@ -24,6 +24,16 @@ pub fn iso_opt(micros: Option<i64>) -> Option<String> {
     micros.map(iso)
 }
 
+/// The last instant a list's `until` admits: a timestamp as given, a date
+/// (`2026-11-22`) to the end of that day, UTC — `until=2026-01-31` includes
+/// mail of the 31st, as `since=2026-01-01` includes mail of the 1st.
+pub fn parse_until(s: &str) -> Option<i64> {
+    if OffsetDateTime::parse(s, &Rfc3339).is_ok() {
+        return parse_instant(s);
+    }
+    parse_instant(s).map(|midnight| midnight + 24 * 3_600_000_000 - 1)
+}
+
 /// Accepts a date (`2026-11-22`, midnight UTC) or a full RFC 3339 timestamp.
 pub fn parse_instant(s: &str) -> Option<i64> {
     if let Ok(dt) = OffsetDateTime::parse(s, &Rfc3339) {
@@ -49,6 +59,12 @@ mod tests {
             Some(1_795_305_600_000_000)
         );
         assert_eq!(parse_instant("yesterday"), None);
+        assert_eq!(parse_until("2026-11-22"), Some(1_795_391_999_999_999));
+        assert_eq!(
+            parse_until("2026-11-22T01:00:00+01:00"),
+            Some(1_795_305_600_000_000)
+        );
+        assert_eq!(parse_until("2026-13-01"), None);
         assert_eq!(parse_instant("2026-13-01"), None);
     }
 }

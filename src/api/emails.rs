@@ -292,7 +292,7 @@ pub async fn list(
     if let Some(t) = params.instant(&mut p, "since") {
         q.push(" AND m.created_at >= ").bind(t);
     }
-    if let Some(t) = params.instant(&mut p, "until") {
+    if let Some(t) = params.until(&mut p, "until") {
         q.push(" AND m.created_at <= ").bind(t);
     }
     push_mailbox_filters(

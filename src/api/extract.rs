@@ -94,8 +94,22 @@ impl Params {
     }
 
     pub fn instant(&self, problems: &mut Problems, name: &str) -> Option<i64> {
+        self.parsed_instant(problems, name, crate::clock::parse_instant)
+    }
+
+    /// An `until` bound: a date means the end of that day.
+    pub fn until(&self, problems: &mut Problems, name: &str) -> Option<i64> {
+        self.parsed_instant(problems, name, crate::clock::parse_until)
+    }
+
+    fn parsed_instant(
+        &self,
+        problems: &mut Problems,
+        name: &str,
+        parse: fn(&str) -> Option<i64>,
+    ) -> Option<i64> {
         let raw = self.text(name)?;
-        let t = crate::clock::parse_instant(raw);
+        let t = parse(raw);
         if t.is_none() {
             problems.add(
                 name,

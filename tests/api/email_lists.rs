@@ -471,8 +471,17 @@ async fn since_and_until_leave_out_mail_outside_the_window() {
         list_ids(&app, "/api/v1/emails?since=2026-01-11&until=2026-01-12").await,
         vec![b.clone()]
     );
+    // A date as `until` takes in the whole of that day.
     assert_eq!(
         list_ids(&app, "/api/v1/emails?until=2026-01-10").await,
+        vec![a.clone()]
+    );
+    assert_eq!(
+        list_ids(&app, "/api/v1/emails?since=2026-01-11&until=2026-01-11").await,
+        vec![b.clone()]
+    );
+    assert_eq!(
+        list_ids(&app, "/api/v1/emails?until=2026-01-09").await,
         Vec::<String>::new()
     );
 }
