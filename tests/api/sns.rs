@@ -11,15 +11,15 @@ use pigeonhole::provider::{IdentityInfo, OutgoingMessage, Provider, ProviderErro
 use pigeonhole::sql;
 use pigeonhole::store::RowExt;
 
-const TOPIC: &str = "arn:aws:sns:us-east-1:123456789012:ses-events";
+pub const TOPIC: &str = "arn:aws:sns:us-east-1:123456789012:ses-events";
 
-fn signer() -> &'static TestSigner {
+pub fn signer() -> &'static TestSigner {
     static S: OnceLock<TestSigner> = OnceLock::new();
     S.get_or_init(TestSigner::new)
 }
 
 /// Accepts sends like SES and, like SES, says nothing until SNS does.
-struct QuietSes(Simulator);
+pub struct QuietSes(pub Simulator);
 
 #[async_trait]
 impl Provider for QuietSes {
@@ -46,7 +46,9 @@ impl Provider for QuietSes {
     }
 }
 
-async fn app() -> TestApp {
+/// An app whose provider answers like SES and whose SNS endpoint trusts
+/// the test signer for `TOPIC`, with `example.com` verified.
+pub async fn app() -> TestApp {
     let app = spawn_app_custom(
         |_| {},
         |_| Arc::new(QuietSes(Simulator::new(None))),

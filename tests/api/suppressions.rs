@@ -3,18 +3,13 @@
 //! how `DELETE` lets mail through again, how a suppressed `cc`/`bcc` refuses
 //! a send, and the provider quota's fast 429.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::helpers::{
-    TestApp, assert_error, eventually, spawn_app, spawn_app_custom, spawn_app_with_provider,
-};
+use crate::helpers::{TestApp, assert_error, eventually, spawn_app, spawn_app_with_provider};
+use crate::sns::{TOPIC, signer};
 use pigeonhole::provider::simulator::Simulator;
-use pigeonhole::provider::sns::SnsVerifier;
-use pigeonhole::provider::sns::testing::TestSigner;
-use pigeonhole::provider::{IdentityInfo, OutgoingMessage, Provider, ProviderError, Quota};
 use pigeonhole::sql;
 use pigeonhole::store::RowExt;
 
@@ -418,41 +413,6 @@ async fn a_complaint_suppresses_the_address_as_a_hard_bounce_does() {
     }
 }
 
-const TOPIC: &str = "arn:aws:sns:us-east-1:123456789012:ses-events";
-
-fn signer() -> &'static TestSigner {
-    static S: OnceLock<TestSigner> = OnceLock::new();
-    S.get_or_init(TestSigner::new)
-}
-
-/// Accepts sends like SES and, like SES, says nothing until SNS does.
-struct QuietSes(Simulator);
-
-#[async_trait]
-impl Provider for QuietSes {
-    fn name(&self) -> &'static str {
-        "ses"
-    }
-    fn region(&self) -> String {
-        "us-east-1".into()
-    }
-    async fn create_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        self.0.create_identity(d).await
-    }
-    async fn get_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        self.0.get_identity(d).await
-    }
-    async fn delete_identity(&self, d: &str) -> Result<(), ProviderError> {
-        self.0.delete_identity(d).await
-    }
-    async fn send_raw(&self, m: &OutgoingMessage) -> Result<String, ProviderError> {
-        self.0.send_raw(m).await
-    }
-    async fn quota(&self) -> Result<Quota, ProviderError> {
-        self.0.quota().await
-    }
-}
-
 /// A signed SNS notification of an SES Bounce event.
 async fn notify_bounce(app: &TestApp, pid: &str, to: &str, bounce_type: &str, sns_id: &str) {
     let ts = "2026-11-22T10:00:00.000Z";
@@ -479,18 +439,7 @@ async fn notify_bounce(app: &TestApp, pid: &str, to: &str, bounce_type: &str, sn
 
 #[tokio::test]
 async fn a_soft_bounce_marks_the_message_bounced_without_suppressing() {
-    let app = spawn_app_custom(
-        |_| {},
-        |_| Arc::new(QuietSes(Simulator::new(None))),
-        |state| {
-            state.sns = Arc::new(SnsVerifier::new(
-                vec![TOPIC.into()],
-                Arc::new(signer().fetcher()),
-            ));
-        },
-    )
-    .await;
-    app.verified_domain("example.com").await;
+    let app = crate::sns::app().await;
     let send = |to: &'static str| {
         let app = &app;
         async move {
