@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 
+pub mod moto_server;
 pub mod ses;
 pub mod simulator;
 

@@ -351,6 +351,7 @@ fn describe(code: Option<&str>, message: Option<&str>, status: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::moto_server::{MotoServer, free_port};
     use aws_sdk_sesv2::config::retry::RetryConfig;
     use aws_sdk_sesv2::error::ErrorMetadata;
     use aws_sdk_sesv2::operation::send_email::SendEmailError;
@@ -818,119 +819,10 @@ mod tests {
 
     // ---- moto round trip ------------------------------------------------------------
 
-    fn free_port() -> u16 {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        listener.local_addr().expect("local addr").port()
-    }
-
-    /// Kills and reaps the moto server when dropped, also on panic.
-    struct MotoServer {
-        child: std::process::Child,
-        port: u16,
-    }
-
-    impl Drop for MotoServer {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-
-    impl MotoServer {
-        fn endpoint(&self) -> String {
-            format!("http://127.0.0.1:{}", self.port)
-        }
-
-        /// Starts `python -m moto.server` on a free port and waits until it answers.
-        async fn start() -> Result<MotoServer, String> {
-            let python = std::env::var("PIGEONHOLE_TEST_MOTO_PYTHON")
-                .ok()
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| "python3".to_owned());
-            let port = free_port();
-            let child = std::process::Command::new(&python)
-                .args([
-                    "-m",
-                    "moto.server",
-                    "-H",
-                    "127.0.0.1",
-                    "-p",
-                    &port.to_string(),
-                ])
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("cannot run {python}: {e}"))?;
-            let mut server = MotoServer { child, port };
-
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            loop {
-                if let Ok(Some(exit)) = server.child.try_wait() {
-                    let mut stderr = String::new();
-                    if let Some(mut pipe) = server.child.stderr.take() {
-                        use std::io::Read;
-                        let _ = pipe.read_to_string(&mut stderr);
-                    }
-                    return Err(format!(
-                        "`{python} -m moto.server` exited with {exit}: {}",
-                        stderr.trim()
-                    ));
-                }
-                if let Ok((200, _)) = http_get(port, "/moto-api/data.json").await {
-                    // Don't let a full stderr pipe block the server.
-                    drop(server.child.stderr.take());
-                    return Ok(server);
-                }
-                if std::time::Instant::now() > deadline {
-                    return Err(format!("moto did not answer on port {port} within 60s"));
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-        }
-    }
-
-    /// Minimal HTTP/1.0 GET; returns status and body.
-    async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        let request =
-            format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await?;
-        let mut response = Vec::new();
-        tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            stream.read_to_end(&mut response),
-        )
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "read timed out"))??;
-        let split = response
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .ok_or_else(|| std::io::Error::other("no end of HTTP headers"))?;
-        let head = String::from_utf8_lossy(&response[..split]);
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse::<u16>().ok())
-            .ok_or_else(|| std::io::Error::other(format!("bad status line: {head}")))?;
-        Ok((status, response[split + 4..].to_vec()))
-    }
-
     #[tokio::test]
     async fn moto_roundtrip() {
-        let moto = match MotoServer::start().await {
-            Ok(moto) => moto,
-            Err(reason) => {
-                if std::env::var("CI").as_deref() == Ok("true") {
-                    panic!(
-                        "moto is required in CI (set PIGEONHOLE_TEST_MOTO_PYTHON to a python \
-                         with `moto[server]` installed): {reason}"
-                    );
-                }
-                println!("moto not available, SES round-trip skipped ({reason})");
-                return;
-            }
+        let Some(moto) = MotoServer::start_or_skip("SES round-trip").await else {
+            return;
         };
         let ses = SesProvider::with_static_credentials(
             Some("us-east-1".into()),
@@ -994,9 +886,7 @@ mod tests {
         );
 
         // The message is in moto's model dump, byte for byte.
-        let (status, body) = http_get(moto.port, "/moto-api/data.json")
-            .await
-            .expect("data.json");
+        let (status, body) = moto.get("/moto-api/data.json").await.expect("data.json");
         assert_eq!(status, 200);
         let data: serde_json::Value = serde_json::from_slice(&body).expect("data.json is JSON");
         let stored = data["ses"]["RawMessage"]

@@ -19,6 +19,7 @@ mod ops;
 mod received;
 mod receiver;
 mod sending_rules;
+mod ses_moto;
 mod sns;
 mod suppressions;
 mod threads;
