@@ -180,19 +180,32 @@ fn ancestors(name: &str) -> Vec<&str> {
 /// The domain record that lets mail go out from `domain_name`: its own, if
 /// verified, else the nearest verified ancestor's.
 pub async fn sending_domain_for(db: &Db, domain_name: &str) -> Result<Option<Domain>, sqlx::Error> {
+    let rows = db.lookup_all(&sending_domain_read(domain_name)).await?;
+    nearest_verified(domain_name, &rows)
+}
+
+/// The read behind [`sending_domain_for`]: the domain and its ancestors.
+pub fn sending_domain_read(domain_name: &str) -> Sql {
     let mut candidates = vec![domain_name];
     candidates.extend(ancestors(domain_name));
     let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM domains WHERE name IN "));
     q.bind_list(&candidates);
-    let rows = db.lookup_all(&q).await?;
+    q
+}
+
+/// Of the rows of [`sending_domain_read`], the verified domain nearest to
+/// `domain_name`: the exact name, then each ancestor in turn.
+pub fn nearest_verified(
+    domain_name: &str,
+    rows: &[impl RowExt],
+) -> Result<Option<Domain>, sqlx::Error> {
     let found: Vec<Domain> = rows
         .iter()
         .map(Domain::from_row)
         .collect::<Result<_, _>>()?;
-    // Nearest first: the exact name, then each ancestor in turn.
-    Ok(candidates
-        .iter()
-        .filter_map(|c| found.iter().find(|d| d.name == *c))
+    Ok(std::iter::once(domain_name)
+        .chain(ancestors(domain_name))
+        .filter_map(|c| found.iter().find(|d| d.name == c))
         .find(|d| d.is_verified())
         .cloned())
 }

@@ -124,12 +124,19 @@ pub async fn get(
 }
 
 pub async fn by_address(db: &Db, address: &str) -> Result<Option<Mailbox>, sqlx::Error> {
-    db.lookup_optional(
-        Sql::new(&format!("SELECT {COLUMNS} FROM mailboxes WHERE address = ")).bind(address),
-    )
-    .await?
-    .map(|r| Mailbox::from_row(&r))
-    .transpose()
+    first_mailbox(&db.lookup_all(&by_address_read(address)).await?)
+}
+
+/// The read behind [`by_address`].
+pub fn by_address_read(address: &str) -> Sql {
+    let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM mailboxes WHERE address = "));
+    q.bind(address);
+    q
+}
+
+/// The mailbox of the rows of [`by_address_read`], if any.
+pub fn first_mailbox(rows: &[impl RowExt]) -> Result<Option<Mailbox>, sqlx::Error> {
+    rows.first().map(Mailbox::from_row).transpose()
 }
 
 /// Whether the key may hold a mailbox at `address` (403 otherwise).

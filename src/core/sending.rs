@@ -429,13 +429,19 @@ pub async fn start(
     }
     let from_domain = address_domain(&from).to_string();
     let recipients = input.recipients();
-    // Three independent reads, made side by side: a batch makes them for
-    // every item, one item after another.
-    let (sending_domain, suppressed, found_mailbox) = tokio::try_join!(
-        domains::sending_domain_for(&state.db, &from_domain),
-        suppressions::suppressed_among(&state.db, &recipients),
-        mailboxes::by_address(&state.db, &from),
-    )?;
+    // Three independent reads at once: on PostgreSQL one statement, one
+    // round trip (`recipients` is never empty: validation requires `to`).
+    let [domain_rows, suppressed_rows, mailbox_rows] = state
+        .db
+        .lookup_each([
+            &domains::sending_domain_read(&from_domain),
+            &suppressions::suppressed_read(&recipients),
+            &mailboxes::by_address_read(&from),
+        ])
+        .await?;
+    let sending_domain = domains::nearest_verified(&from_domain, &domain_rows)?;
+    let suppressed = suppressions::suppressed_in(&suppressed_rows)?;
+    let found_mailbox = mailboxes::first_mailbox(&mailbox_rows)?;
     let Some(sending_domain) = sending_domain else {
         return Err(ApiError::invalid(
             "from",

@@ -68,9 +68,18 @@ pub async fn suppressed_among(db: &Db, addresses: &[String]) -> Result<Vec<Strin
     if addresses.is_empty() {
         return Ok(Vec::new());
     }
+    suppressed_in(&db.lookup_all(&suppressed_read(addresses)).await?)
+}
+
+/// The read behind [`suppressed_among`], for a non-empty list.
+pub fn suppressed_read(addresses: &[String]) -> Sql {
     let mut q = Sql::new("SELECT address FROM suppressions WHERE address IN ");
     q.bind_list(addresses);
-    let rows = db.lookup_all(&q).await?;
+    q
+}
+
+/// The addresses of the rows of [`suppressed_read`].
+pub fn suppressed_in(rows: &[impl RowExt]) -> Result<Vec<String>, sqlx::Error> {
     rows.iter().map(|r| r.text("address")).collect()
 }
 

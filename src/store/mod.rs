@@ -14,6 +14,7 @@ use sqlx::{Any, AnyPool, Arguments, ConnectOptions, Executor, Row};
 
 mod group;
 mod index_writes;
+mod json_rows;
 mod lite;
 mod lookup;
 mod migrations;
@@ -140,6 +141,7 @@ pub struct TxRow(RowInner);
 enum RowInner {
     Pool(AnyRow),
     Lite(LiteRow),
+    Json(json_rows::JsonRow),
 }
 
 impl TxRow {
@@ -147,6 +149,7 @@ impl TxRow {
         match &self.0 {
             RowInner::Pool(r) => r,
             RowInner::Lite(r) => r,
+            RowInner::Json(r) => r,
         }
     }
 }
@@ -708,6 +711,30 @@ impl Db {
                 .map(|r| TxRow(RowInner::Pool(r)))
                 .collect(),
         })
+    }
+
+    /// Several lookups (see [`Db::lookup_all`]) at once, the rows of each:
+    /// on SQLite one after another in place; on PostgreSQL as one statement,
+    /// one round trip instead of one each (see `json_rows`).
+    pub async fn lookup_each<const N: usize>(
+        &self,
+        reads: [&Sql; N],
+    ) -> Result<[Vec<TxRow>; N], sqlx::Error> {
+        let mut answers = Vec::with_capacity(N);
+        if self.lookups.is_some() || self.backend == Backend::Sqlite {
+            for read in reads {
+                answers.push(self.lookup_all(read).await?);
+            }
+        } else {
+            let row = json_rows::statement(&reads).fetch_one(&self.reader).await?;
+            for i in 0..N {
+                let rows = json_rows::rows(&row.text(&format!("r{i}"))?)?;
+                answers.push(rows.into_iter().map(|r| TxRow(RowInner::Json(r))).collect());
+            }
+        }
+        answers
+            .try_into()
+            .map_err(|_| sqlx::Error::Protocol("a lookup went unanswered".into()))
     }
 
     /// The first row of a lookup (see [`Db::lookup_all`]).
