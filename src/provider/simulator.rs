@@ -82,7 +82,11 @@ impl Simulator {
                 )),
                 "complaint" => {
                     out.push(ev(ProviderEventKind::Delivery, Some("250 2.6.0 Message received")));
-                    out.push(ev(ProviderEventKind::Complaint, Some("abuse")));
+                    // The complaint comes after the delivery, also for a
+                    // reader ordering events by time.
+                    let mut complaint = ev(ProviderEventKind::Complaint, Some("abuse"));
+                    complaint.occurred_at += 1;
+                    out.push(complaint);
                 }
                 _ => out.push(ev(ProviderEventKind::Delivery, Some("250 2.6.0 Message received"))),
             }

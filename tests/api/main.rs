@@ -20,6 +20,7 @@ mod received;
 mod receiver;
 mod sending_rules;
 mod ses_moto;
+mod simulator;
 mod sns;
 mod suppressions;
 mod threads;
