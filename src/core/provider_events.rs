@@ -316,16 +316,22 @@ pub async fn record_open(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::tests::TempSqlite;
     use ProviderEventKind::*;
 
     /// An outbound message already `sent`, as a send leaves it; returns its
     /// id and provider message id.
-    async fn sent_message(db: &Db) -> (String, String) {
+    pub(crate) async fn sent_message(db: &Db) -> (String, String) {
         let id = ids::new_id("msg");
         let pid = format!("0100-{id}");
+        record_sent_message(db, &id, &pid).await;
+        (id, pid)
+    }
+
+    /// Records the message `id`, `sent` with provider message id `pid`.
+    pub(crate) async fn record_sent_message(db: &Db, id: &str, pid: &str) {
         sql!(
             "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, \
              folder, message_id, provider_message_id, from_address, to_addresses, cc_addresses, \
@@ -333,23 +339,22 @@ mod tests {
              is_read, is_starred, has_attachments, created_at) \
              VALUES ($1, $2, $3, $4, $5, 'outbound', 0, 'sent', $6, $7, $4, $8, '[]', '[]', 's', 't', \
              '', 't', '{}', 'sent', 0, 0, 0, 0, $9)",
-            &id,
+            id,
             ids::new_id("thr"),
             ids::new_id("mbx"),
             "team@example.com",
             "example.com",
             format!("<{id}@example.com>"),
-            &pid,
+            pid,
             r#"["a@x.com"]"#,
             clock::now_micros()
         )
         .execute(db.writer())
         .await
         .unwrap();
-        (id, pid)
     }
 
-    fn event(pid: &str, kind: ProviderEventKind, detail: Option<&str>) -> ProviderEvent {
+    pub(crate) fn event(pid: &str, kind: ProviderEventKind, detail: Option<&str>) -> ProviderEvent {
         ProviderEvent {
             provider_message_id: pid.to_string(),
             kind,
@@ -360,7 +365,7 @@ mod tests {
         }
     }
 
-    async fn status_and_error(db: &Db, id: &str) -> (String, Option<String>) {
+    pub(crate) async fn status_and_error(db: &Db, id: &str) -> (String, Option<String>) {
         let row = sql!("SELECT status, error FROM messages WHERE id = $1", id)
             .fetch_one(db.reader())
             .await
@@ -369,7 +374,7 @@ mod tests {
     }
 
     /// The outbox events of each type, in order.
-    async fn outbox(db: &Db) -> Vec<String> {
+    pub(crate) async fn outbox(db: &Db) -> Vec<String> {
         sql!("SELECT type FROM events ORDER BY seq")
             .fetch_all(db.reader())
             .await
