@@ -76,30 +76,10 @@ fn write_canonical(value: &serde_json::Value, out: &mut String) {
     }
 }
 
-/// A JSON string escaped as serde_json escapes it: quote, backslash and the
-/// control characters, `\u00xx` in lower-case hex where no short form exists.
+/// A JSON string, escaped by serde_json itself (`Display` of a `Value`
+/// cannot fail).
 fn write_str(s: &str, out: &mut String) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let b = u32::from(c) as usize;
-                out.push_str("\\u00");
-                out.push(char::from(HEX[b >> 4]));
-                out.push(char::from(HEX[b & 0xf]));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    out.push_str(&serde_json::Value::from(s).to_string());
 }
 
 pub async fn begin(
