@@ -9,15 +9,22 @@ use crate::error::ApiError;
 use crate::provider::Quota;
 
 /// How long a quota reading is trusted; sends in between are counted locally.
+/// A failed reading is remembered as long, so that a provider that cannot
+/// say (an SES key without `ses:GetAccount`, say) costs one call and one
+/// warning per period, not one per send.
 const REFRESH: Duration = Duration::from_secs(30);
+
+/// When the quota was read, what it said (None: the provider could not say),
+/// and the recipients sent since.
+type Reading = (Instant, Option<Quota>, u64);
 
 #[derive(Default)]
 pub struct QuotaGuard {
-    cached: Mutex<Option<(Instant, Quota, u64)>>,
+    cached: Mutex<Option<Reading>>,
 }
 
 impl QuotaGuard {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Quota, u64)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Reading>> {
         match self.cached.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -30,18 +37,17 @@ impl QuotaGuard {
         if let Some((at, q, since)) = self.lock().as_ref()
             && at.elapsed() < REFRESH
         {
-            return Some((q.clone(), *since));
+            return q.clone().map(|q| (q, *since));
         }
-        match state.provider.quota().await {
-            Ok(q) => {
-                *self.lock() = Some((Instant::now(), q.clone(), 0));
-                Some((q, 0))
-            }
+        let reading = match state.provider.quota().await {
+            Ok(q) => Some(q),
             Err(e) => {
-                tracing::warn!(error = %e, "cannot read the provider's sending quota");
+                tracing::warn!(error = %e, "cannot read the provider's sending quota; sends are not held back");
                 None
             }
-        }
+        };
+        *self.lock() = Some((Instant::now(), reading.clone(), 0));
+        reading.map(|q| (q, 0))
     }
 
     pub async fn admit(&self, state: &AppState, recipients: usize) -> Result<(), ApiError> {

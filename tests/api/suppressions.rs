@@ -4,12 +4,16 @@
 //! a send, and the provider quota's fast 429.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
 
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, assert_error, eventually, spawn_app, spawn_app_with_provider};
 use crate::sns::{TOPIC, signer};
 use pigeonhole::provider::simulator::Simulator;
+use pigeonhole::provider::{IdentityInfo, OutgoingMessage, Provider, ProviderError, Quota};
 use pigeonhole::sql;
 use pigeonhole::store::RowExt;
 
@@ -537,4 +541,88 @@ async fn a_send_the_remaining_quota_cannot_admit_is_429_and_not_recorded() {
         .post("/api/v1/emails", mail("team@example.com", "f@x.com"))
         .await;
     assert_error(&r, 429, "rate_limited");
+}
+
+/// The simulator, with the quota reading the test sets, counting reads.
+struct ScriptedQuota {
+    inner: Simulator,
+    quota: Option<Quota>,
+    reads: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl Provider for ScriptedQuota {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn region(&self) -> String {
+        self.inner.region()
+    }
+    async fn create_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
+        self.inner.create_identity(d).await
+    }
+    async fn get_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
+        self.inner.get_identity(d).await
+    }
+    async fn delete_identity(&self, d: &str) -> Result<(), ProviderError> {
+        self.inner.delete_identity(d).await
+    }
+    async fn send_raw(&self, m: &OutgoingMessage) -> Result<String, ProviderError> {
+        self.inner.send_raw(m).await
+    }
+    async fn quota(&self) -> Result<Quota, ProviderError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.quota
+            .clone()
+            .ok_or_else(|| ProviderError::Unavailable("AccessDenied: ses:GetAccount".into()))
+    }
+}
+
+async fn app_with_quota(quota: Option<Quota>) -> (TestApp, Arc<AtomicUsize>) {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let counter = reads.clone();
+    let app = spawn_app_with_provider(
+        |_| {},
+        move |_| {
+            Arc::new(ScriptedQuota {
+                inner: Simulator::new(None),
+                quota,
+                reads: counter,
+            })
+        },
+    )
+    .await;
+    app.verified_domain("example.com").await;
+    (app, reads)
+}
+
+#[tokio::test]
+async fn a_quota_that_cannot_be_read_holds_no_send_back_and_is_asked_once_a_period() {
+    let (app, reads) = app_with_quota(None).await;
+    for to in ["a@x.com", "b@x.com", "c@x.com"] {
+        send_as(&app, &app.key, mail("team@example.com", to)).await;
+    }
+    assert_eq!(email_count(&app).await, 3);
+    // One failed reading serves the sends after it (it is kept 30 seconds).
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_provider_account_with_sending_paused_is_429_before_the_provider() {
+    let paused = Quota {
+        max_24_hour_send: 50_000.0,
+        max_send_rate: 14.0,
+        sent_last_24_hours: 0.0,
+        sandbox: false,
+        sending_enabled: false,
+    };
+    let (app, _) = app_with_quota(Some(paused)).await;
+    let r = app
+        .post("/api/v1/emails", mail("team@example.com", "a@x.com"))
+        .await;
+    assert_error(&r, 429, "rate_limited");
+    let error = r.body["error"].as_str().unwrap();
+    assert!(error.contains("paused"), "{error}");
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(email_count(&app).await, 0);
 }
