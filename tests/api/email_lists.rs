@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, assert_error, spawn_app, spawn_app_with, spawn_app_with_provider};
-use pigeonhole::provider::simulator::Simulator;
-use pigeonhole::provider::{
-    EventSink, IdentityInfo, OutgoingMessage, Provider, ProviderError, Quota,
+use crate::helpers::{
+    TestApp, Wrapped, Wrapping, assert_error, spawn_app, spawn_app_with, spawn_app_with_provider,
 };
+use pigeonhole::provider::simulator::Simulator;
+use pigeonhole::provider::{OutgoingMessage, Provider, ProviderError};
 use pigeonhole::sql;
 
 /// The simulator, watched: it notes each message's first recipient in the
@@ -29,21 +29,9 @@ struct Recorder {
 }
 
 #[async_trait]
-impl Provider for Recorder {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn region(&self) -> String {
-        self.inner.region()
-    }
-    async fn create_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        self.inner.create_identity(d).await
-    }
-    async fn get_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        self.inner.get_identity(d).await
-    }
-    async fn delete_identity(&self, d: &str) -> Result<(), ProviderError> {
-        self.inner.delete_identity(d).await
+impl Wrapping for Recorder {
+    fn inner(&self) -> &dyn Provider {
+        &self.inner
     }
     async fn send_raw(&self, m: &OutgoingMessage) -> Result<String, ProviderError> {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -66,12 +54,6 @@ impl Provider for Recorder {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         result
     }
-    async fn quota(&self) -> Result<Quota, ProviderError> {
-        self.inner.quota().await
-    }
-    fn attach_events(&self, sink: EventSink) {
-        self.inner.attach_events(sink)
-    }
 }
 
 struct Recorded {
@@ -87,12 +69,12 @@ async fn spawn_recorded() -> Recorded {
     let app = spawn_app_with_provider(
         |_| {},
         move |config| {
-            Arc::new(Recorder {
+            Arc::new(Wrapped(Recorder {
                 inner: Simulator::new(config.simulator_outbox.clone()),
                 handed_over: log,
                 in_flight: AtomicUsize::new(0),
                 most_in_flight: most,
-            })
+            }))
         },
     )
     .await;

@@ -4,10 +4,11 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    TestApp, assert_error, eventually, spawn_app, spawn_app_with, spawn_app_with_provider,
+    TestApp, Wrapped, Wrapping, assert_error, eventually, spawn_app, spawn_app_with,
+    spawn_app_with_provider,
 };
 use pigeonhole::provider::simulator::Simulator;
-use pigeonhole::provider::{IdentityInfo, OutgoingMessage, Provider, ProviderError, Quota};
+use pigeonhole::provider::{OutgoingMessage, Provider, ProviderError, Quota};
 use pigeonhole::sql;
 use pigeonhole::store::RowExt;
 
@@ -870,28 +871,19 @@ async fn quota_is_readable_and_an_exhausted_quota_fails_fast() {
     );
 }
 
-/// A provider whose sends always fail in one way.
-struct FailingProvider(fn() -> ProviderError);
+/// The simulator, but every send fails in one way.
+struct FailingProvider(Simulator, fn() -> ProviderError);
 
 #[async_trait]
-impl Provider for FailingProvider {
+impl Wrapping for FailingProvider {
+    fn inner(&self) -> &dyn Provider {
+        &self.0
+    }
     fn name(&self) -> &'static str {
         "failing"
     }
-    fn region(&self) -> String {
-        "us-east-1".into()
-    }
-    async fn create_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        Simulator::new(None).create_identity(d).await
-    }
-    async fn get_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        Simulator::new(None).get_identity(d).await
-    }
-    async fn delete_identity(&self, _: &str) -> Result<(), ProviderError> {
-        Ok(())
-    }
     async fn send_raw(&self, _: &OutgoingMessage) -> Result<String, ProviderError> {
-        Err((self.0)())
+        Err((self.1)())
     }
     async fn quota(&self) -> Result<Quota, ProviderError> {
         Err(ProviderError::Unavailable("no quota here".into()))
@@ -924,7 +916,11 @@ async fn provider_failures_are_recorded_and_answered() {
             "failed",
         ),
     ] {
-        let app = spawn_app_with_provider(|_| {}, move |_| Arc::new(FailingProvider(make))).await;
+        let app = spawn_app_with_provider(
+            |_| {},
+            move |_| Arc::new(Wrapped(FailingProvider(Simulator::new(None), make))),
+        )
+        .await;
         ready(&app).await;
         let r = app.post("/api/v1/emails", simple("a@b.com")).await;
         assert_error(&r, status, code);

@@ -1,12 +1,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Once};
 
+use async_trait::async_trait;
 use pigeonhole::app::{self, AppState};
 use pigeonhole::auth::{self, CreatedKey};
 use pigeonhole::config::Config;
 use pigeonhole::dns_test_server::TestDnsServer;
-use pigeonhole::provider::Provider;
 use pigeonhole::provider::simulator::Simulator;
+use pigeonhole::provider::{
+    EventSink, IdentityInfo, OutgoingMessage, Provider, ProviderError, Quota,
+};
 use pigeonhole::store::Db;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -326,5 +329,68 @@ pub async fn start_smtp(db: &Db, config: pigeonhole::smtp::SmtpConfig) -> TestSm
     TestSmtp {
         addr,
         shutdown: Some(tx),
+    }
+}
+
+/// A test's stand-in provider: `inner` (the simulator, SES against moto…)
+/// with the calls the test changes; every other call, events included, goes
+/// to `inner`. Give it to the app as `Arc::new(Wrapped(…))`.
+#[async_trait]
+pub trait Wrapping: Send + Sync + 'static {
+    fn inner(&self) -> &dyn Provider;
+    fn name(&self) -> &'static str {
+        self.inner().name()
+    }
+    fn region(&self) -> String {
+        self.inner().region()
+    }
+    async fn create_identity(&self, domain: &str) -> Result<IdentityInfo, ProviderError> {
+        self.inner().create_identity(domain).await
+    }
+    async fn get_identity(&self, domain: &str) -> Result<IdentityInfo, ProviderError> {
+        self.inner().get_identity(domain).await
+    }
+    async fn delete_identity(&self, domain: &str) -> Result<(), ProviderError> {
+        self.inner().delete_identity(domain).await
+    }
+    async fn send_raw(&self, message: &OutgoingMessage) -> Result<String, ProviderError> {
+        self.inner().send_raw(message).await
+    }
+    async fn quota(&self) -> Result<Quota, ProviderError> {
+        self.inner().quota().await
+    }
+    fn attach_events(&self, sink: EventSink) {
+        self.inner().attach_events(sink)
+    }
+}
+
+/// A [`Wrapping`] as the service's [`Provider`].
+pub struct Wrapped<W>(pub W);
+
+#[async_trait]
+impl<W: Wrapping> Provider for Wrapped<W> {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn region(&self) -> String {
+        self.0.region()
+    }
+    async fn create_identity(&self, domain: &str) -> Result<IdentityInfo, ProviderError> {
+        self.0.create_identity(domain).await
+    }
+    async fn get_identity(&self, domain: &str) -> Result<IdentityInfo, ProviderError> {
+        self.0.get_identity(domain).await
+    }
+    async fn delete_identity(&self, domain: &str) -> Result<(), ProviderError> {
+        self.0.delete_identity(domain).await
+    }
+    async fn send_raw(&self, message: &OutgoingMessage) -> Result<String, ProviderError> {
+        self.0.send_raw(message).await
+    }
+    async fn quota(&self) -> Result<Quota, ProviderError> {
+        self.0.quota().await
+    }
+    fn attach_events(&self, sink: EventSink) {
+        self.0.attach_events(sink)
     }
 }

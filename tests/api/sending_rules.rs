@@ -15,11 +15,11 @@ use async_trait::async_trait;
 use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, assert_error, spawn_app, spawn_app_with_provider};
-use pigeonhole::provider::simulator::Simulator;
-use pigeonhole::provider::{
-    EventSink, IdentityInfo, OutgoingMessage, Provider, ProviderError, Quota,
+use crate::helpers::{
+    TestApp, Wrapped, Wrapping, assert_error, spawn_app, spawn_app_with_provider,
 };
+use pigeonhole::provider::simulator::Simulator;
+use pigeonhole::provider::{OutgoingMessage, Provider, ProviderError};
 
 /// Envelopes handed to the provider: (provider message id, recipients).
 type Envelopes = Arc<Mutex<Vec<(String, Vec<String>)>>>;
@@ -31,21 +31,9 @@ struct Recording {
 }
 
 #[async_trait]
-impl Provider for Recording {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn region(&self) -> String {
-        self.inner.region()
-    }
-    async fn create_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        self.inner.create_identity(d).await
-    }
-    async fn get_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        self.inner.get_identity(d).await
-    }
-    async fn delete_identity(&self, d: &str) -> Result<(), ProviderError> {
-        self.inner.delete_identity(d).await
+impl Wrapping for Recording {
+    fn inner(&self) -> &dyn Provider {
+        &self.inner
     }
     async fn send_raw(&self, message: &OutgoingMessage) -> Result<String, ProviderError> {
         let id = self.inner.send_raw(message).await?;
@@ -54,12 +42,6 @@ impl Provider for Recording {
             .unwrap()
             .push((id.clone(), message.recipients.clone()));
         Ok(id)
-    }
-    async fn quota(&self) -> Result<Quota, ProviderError> {
-        self.inner.quota().await
-    }
-    fn attach_events(&self, sink: EventSink) {
-        self.inner.attach_events(sink)
     }
 }
 
@@ -120,10 +102,10 @@ async fn sender() -> Sender {
             );
         },
         move |config| {
-            Arc::new(Recording {
+            Arc::new(Wrapped(Recording {
                 inner: Simulator::new(config.simulator_outbox.clone()),
                 envelopes: recorded,
-            })
+            }))
         },
     )
     .await;

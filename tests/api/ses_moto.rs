@@ -12,13 +12,11 @@ use base64::Engine;
 use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, assert_error, spawn_app_with_provider};
+use crate::helpers::{TestApp, Wrapped, Wrapping, assert_error, spawn_app_with_provider};
 use pigeonhole::config::ProviderKind;
 use pigeonhole::provider::moto_server::MotoServer;
 use pigeonhole::provider::ses::SesProvider;
-use pigeonhole::provider::{
-    IdentityInfo, IdentityStatus, OutgoingMessage, Provider, ProviderError, Quota,
-};
+use pigeonhole::provider::{IdentityInfo, IdentityStatus, Provider, ProviderError};
 use pigeonhole::sql;
 use pigeonhole::store::RowExt;
 
@@ -40,19 +38,10 @@ struct MotoSes {
 }
 
 #[async_trait]
-impl Provider for MotoSes {
-    fn name(&self) -> &'static str {
-        self.ses.name()
+impl Wrapping for MotoSes {
+    fn inner(&self) -> &dyn Provider {
+        &self.ses
     }
-
-    fn region(&self) -> String {
-        self.ses.region()
-    }
-
-    async fn create_identity(&self, domain: &str) -> Result<IdentityInfo, ProviderError> {
-        self.ses.create_identity(domain).await
-    }
-
     async fn get_identity(&self, domain: &str) -> Result<IdentityInfo, ProviderError> {
         let mut info = self.ses.get_identity(domain).await?;
         if self.verified_for_sending.load(Ordering::SeqCst)
@@ -62,24 +51,15 @@ impl Provider for MotoSes {
         }
         Ok(info)
     }
-
-    async fn delete_identity(&self, domain: &str) -> Result<(), ProviderError> {
-        self.ses.delete_identity(domain).await
-    }
-
-    async fn send_raw(&self, message: &OutgoingMessage) -> Result<String, ProviderError> {
-        self.ses.send_raw(message).await
-    }
-
-    async fn quota(&self) -> Result<Quota, ProviderError> {
-        self.ses.quota().await
-    }
 }
 
 /// The app configured as `PIGEONHOLE_PROVIDER=ses` against `moto`, with the
 /// static test credentials (the process environment is left alone: tests
 /// run in parallel).
-async fn spawn_with_moto(moto: &MotoServer, verified_for_sending: bool) -> (TestApp, Arc<MotoSes>) {
+async fn spawn_with_moto(
+    moto: &MotoServer,
+    verified_for_sending: bool,
+) -> (TestApp, Arc<Wrapped<MotoSes>>) {
     let endpoint = moto.endpoint();
     let ses = SesProvider::with_static_credentials(
         Some(REGION.into()),
@@ -88,10 +68,10 @@ async fn spawn_with_moto(moto: &MotoServer, verified_for_sending: bool) -> (Test
         "testing",
     )
     .await;
-    let provider = Arc::new(MotoSes {
+    let provider = Arc::new(Wrapped(MotoSes {
         ses,
         verified_for_sending: AtomicBool::new(verified_for_sending),
-    });
+    }));
     let given = provider.clone();
     let configured = endpoint.clone();
     let app = spawn_app_with_provider(
@@ -159,6 +139,7 @@ async fn a_send_goes_through_ses_v2_to_moto_as_built() {
     assert_eq!(r.status, 201, "{}", r.text);
     assert_eq!(r.body["region"], REGION, "{}", r.text);
     let held = provider
+        .0
         .ses
         .get_identity("example.com")
         .await
@@ -177,7 +158,10 @@ async fn a_send_goes_through_ses_v2_to_moto_as_built() {
     assert!(moto.raw_messages().await.is_empty());
 
     // With the identity verified for sending, as SES would report it.
-    provider.verified_for_sending.store(true, Ordering::SeqCst);
+    provider
+        .0
+        .verified_for_sending
+        .store(true, Ordering::SeqCst);
     let d = verify(&app, "example.com").await;
     assert_eq!(d["status"], "verified", "{d}");
     assert_eq!(d["sending_enabled"], true, "{d}");

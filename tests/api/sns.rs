@@ -3,11 +3,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, assert_error, eventually, spawn_app_custom};
+use crate::helpers::{TestApp, Wrapped, Wrapping, assert_error, eventually, spawn_app_custom};
 use pigeonhole::provider::simulator::Simulator;
 use pigeonhole::provider::sns::SnsVerifier;
 use pigeonhole::provider::sns::testing::TestSigner;
-use pigeonhole::provider::{IdentityInfo, OutgoingMessage, Provider, ProviderError, Quota};
+use pigeonhole::provider::{EventSink, Provider};
 use pigeonhole::sql;
 use pigeonhole::store::RowExt;
 
@@ -22,28 +22,18 @@ pub fn signer() -> &'static TestSigner {
 pub struct QuietSes(pub Simulator);
 
 #[async_trait]
-impl Provider for QuietSes {
+impl Wrapping for QuietSes {
+    fn inner(&self) -> &dyn Provider {
+        &self.0
+    }
     fn name(&self) -> &'static str {
         "ses"
     }
     fn region(&self) -> String {
         "us-east-1".into()
     }
-    async fn create_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        self.0.create_identity(d).await
-    }
-    async fn get_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        self.0.get_identity(d).await
-    }
-    async fn delete_identity(&self, d: &str) -> Result<(), ProviderError> {
-        self.0.delete_identity(d).await
-    }
-    async fn send_raw(&self, m: &OutgoingMessage) -> Result<String, ProviderError> {
-        self.0.send_raw(m).await
-    }
-    async fn quota(&self) -> Result<Quota, ProviderError> {
-        self.0.quota().await
-    }
+    // Like SES: outcomes arrive through SNS only.
+    fn attach_events(&self, _sink: EventSink) {}
 }
 
 /// An app whose provider answers like SES and whose SNS endpoint trusts
@@ -51,7 +41,7 @@ impl Provider for QuietSes {
 pub async fn app() -> TestApp {
     let app = spawn_app_custom(
         |_| {},
-        |_| Arc::new(QuietSes(Simulator::new(None))),
+        |_| Arc::new(Wrapped(QuietSes(Simulator::new(None)))),
         |state| {
             state.sns = Arc::new(SnsVerifier::new(
                 vec![TOPIC.into()],

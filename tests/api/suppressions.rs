@@ -10,10 +10,12 @@ use async_trait::async_trait;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, assert_error, eventually, spawn_app, spawn_app_with_provider};
+use crate::helpers::{
+    TestApp, Wrapped, Wrapping, assert_error, eventually, spawn_app, spawn_app_with_provider,
+};
 use crate::sns::{TOPIC, signer};
 use pigeonhole::provider::simulator::Simulator;
-use pigeonhole::provider::{IdentityInfo, OutgoingMessage, Provider, ProviderError, Quota};
+use pigeonhole::provider::{Provider, ProviderError, Quota};
 use pigeonhole::sql;
 use pigeonhole::store::RowExt;
 
@@ -551,24 +553,9 @@ struct ScriptedQuota {
 }
 
 #[async_trait]
-impl Provider for ScriptedQuota {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn region(&self) -> String {
-        self.inner.region()
-    }
-    async fn create_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        self.inner.create_identity(d).await
-    }
-    async fn get_identity(&self, d: &str) -> Result<IdentityInfo, ProviderError> {
-        self.inner.get_identity(d).await
-    }
-    async fn delete_identity(&self, d: &str) -> Result<(), ProviderError> {
-        self.inner.delete_identity(d).await
-    }
-    async fn send_raw(&self, m: &OutgoingMessage) -> Result<String, ProviderError> {
-        self.inner.send_raw(m).await
+impl Wrapping for ScriptedQuota {
+    fn inner(&self) -> &dyn Provider {
+        &self.inner
     }
     async fn quota(&self) -> Result<Quota, ProviderError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
@@ -584,11 +571,11 @@ async fn app_with_quota(quota: Option<Quota>) -> (TestApp, Arc<AtomicUsize>) {
     let app = spawn_app_with_provider(
         |_| {},
         move |_| {
-            Arc::new(ScriptedQuota {
+            Arc::new(Wrapped(ScriptedQuota {
                 inner: Simulator::new(None),
                 quota,
                 reads: counter,
-            })
+            }))
         },
     )
     .await;
