@@ -112,7 +112,9 @@ fn ses_event(kind: &str, pid: &str, to: &str) -> Value {
     e
 }
 
-async fn notify(app: &TestApp, event: &Value, sns_id: &str) -> u16 {
+/// Posts `event` to the SNS endpoint as a notification signed for `TOPIC`;
+/// the reply's status.
+pub async fn notify(app: &TestApp, event: &Value, sns_id: &str) -> u16 {
     let body = signer().sign_notification(TOPIC, &event.to_string(), sns_id, 2);
     app.client
         .post(format!("{}/sns/ses", app.base))

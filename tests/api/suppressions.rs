@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use crate::helpers::{
     TestApp, Wrapped, Wrapping, assert_error, eventually, spawn_app, spawn_app_with_provider,
 };
-use crate::sns::{TOPIC, signer};
 use pigeonhole::provider::simulator::Simulator;
 use pigeonhole::provider::{Provider, ProviderError, Quota};
 use pigeonhole::sql;
@@ -432,15 +431,7 @@ async fn notify_bounce(app: &TestApp, pid: &str, to: &str, bounce_type: &str, sn
         "bounce": {"bounceType": bounce_type, "bounceSubType": sub_type, "timestamp": ts,
                    "bouncedRecipients": [{"emailAddress": to, "diagnosticCode": code}]},
     });
-    let body = signer().sign_notification(TOPIC, &event.to_string(), sns_id, 2);
-    let r = app
-        .client
-        .post(format!("{}/sns/ses", app.base))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(crate::sns::notify(app, &event, sns_id).await, 200);
 }
 
 #[tokio::test]
