@@ -104,13 +104,7 @@ async fn receiver(arrivals: Arc<Arrivals>) -> anyhow::Result<SocketAddr> {
 async fn database_url(postgres_admin: Option<&str>) -> anyhow::Result<String> {
     let name = format!("ph_bench_{}", pigeonhole::ids::random_token(10));
     if let Some(admin) = postgres_admin {
-        use sqlx::Connection;
-        sqlx::any::install_default_drivers();
-        let mut conn = sqlx::AnyConnection::connect(admin).await?;
-        sqlx::Executor::execute(&mut conn, format!("CREATE DATABASE {name}").as_str()).await?;
-        let mut url = url::Url::parse(admin)?;
-        url.set_path(&format!("/{name}"));
-        return Ok(url.to_string());
+        return pigeonhole::store::create_postgres_database(admin, &name).await;
     }
     let dir = std::env::temp_dir().join("pigeonhole-bench");
     std::fs::create_dir_all(&dir)?;

@@ -721,7 +721,7 @@ impl Db {
         reads: [&Sql; N],
     ) -> Result<[Vec<TxRow>; N], sqlx::Error> {
         let mut answers = Vec::with_capacity(N);
-        if self.lookups.is_some() || self.backend == Backend::Sqlite {
+        if self.backend == Backend::Sqlite {
             for read in reads {
                 answers.push(self.lookup_all(read).await?);
             }
@@ -901,6 +901,25 @@ fn sqlite_url(url: &str) -> String {
     format!("{url}{sep}mode=rwc")
 }
 
+/// Creates the empty PostgreSQL database `name` on the server `admin_url`
+/// names and returns the new database's URL: for tests and benchmarks, which
+/// each want a database of their own. `name` is a plain identifier.
+pub async fn create_postgres_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
+    use sqlx::Connection;
+    anyhow::ensure!(
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+        "{name:?} is not a plain database name"
+    );
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(admin_url).await?;
+    conn.execute(format!("CREATE DATABASE {name}").as_str())
+        .await?;
+    conn.close().await?;
+    let mut url = url::Url::parse(admin_url)?;
+    url.set_path(&format!("/{name}"));
+    Ok(url.to_string())
+}
+
 /// Whether an error is a unique-constraint violation (on either backend).
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     match err {
@@ -944,20 +963,12 @@ pub(crate) mod tests {
     /// A fresh database on the PostgreSQL server `PIGEONHOLE_TEST_POSTGRES_URL`
     /// names; None when it is not set (the SQLite run).
     async fn fresh_postgres() -> Option<Db> {
-        use sqlx::Connection;
         let admin = std::env::var("PIGEONHOLE_TEST_POSTGRES_URL")
             .ok()
             .filter(|u| !u.is_empty())?;
-        sqlx::any::install_default_drivers();
         let name = format!("ph_test_{}", crate::ids::random_token(16));
-        let mut conn = sqlx::AnyConnection::connect(&admin).await.unwrap();
-        conn.execute(format!("CREATE DATABASE {name}").as_str())
-            .await
-            .unwrap();
-        conn.close().await.unwrap();
-        let mut url = url::Url::parse(&admin).unwrap();
-        url.set_path(&format!("/{name}"));
-        Some(Db::connect(url.as_str()).await.unwrap())
+        let url = create_postgres_database(&admin, &name).await.unwrap();
+        Some(Db::connect(&url).await.unwrap())
     }
 
     async fn probe_rows(db: &Db) -> i64 {

@@ -36,7 +36,9 @@ pub async fn fresh_database_url() -> String {
     match std::env::var("PIGEONHOLE_TEST_POSTGRES_URL") {
         Ok(admin) if !admin.is_empty() => {
             BACKEND_NOTE.call_once(|| eprintln!("tests run on PostgreSQL ({admin})"));
-            create_pg_database(&admin, &name).await
+            pigeonhole::store::create_postgres_database(&admin, &name)
+                .await
+                .expect("create a database on PIGEONHOLE_TEST_POSTGRES_URL")
         }
         _ => {
             BACKEND_NOTE.call_once(|| {
@@ -47,21 +49,6 @@ pub async fn fresh_database_url() -> String {
             format!("sqlite://{}", dir.join(format!("{name}.db")).display())
         }
     }
-}
-
-async fn create_pg_database(admin: &str, name: &str) -> String {
-    use sqlx::Connection;
-    sqlx::any::install_default_drivers();
-    let mut conn = sqlx::AnyConnection::connect(admin)
-        .await
-        .expect("connect to PIGEONHOLE_TEST_POSTGRES_URL");
-    sqlx::Executor::execute(&mut conn, format!("CREATE DATABASE {name}").as_str())
-        .await
-        .expect("create test database");
-    let _ = conn.close().await;
-    let mut url = url::Url::parse(admin).expect("PIGEONHOLE_TEST_POSTGRES_URL is a URL");
-    url.set_path(&format!("/{name}"));
-    url.to_string()
 }
 
 pub fn base_config(database_url: &str, dns: &TestDnsServer) -> HashMap<String, String> {
