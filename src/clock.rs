@@ -28,17 +28,21 @@ pub fn iso_opt(micros: Option<i64>) -> Option<String> {
 /// (`2026-11-22`) to the end of that day, UTC — `until=2026-01-31` includes
 /// mail of the 31st, as `since=2026-01-01` includes mail of the 1st.
 pub fn parse_until(s: &str) -> Option<i64> {
-    if OffsetDateTime::parse(s, &Rfc3339).is_ok() {
-        return parse_instant(s);
-    }
-    parse_instant(s).map(|midnight| midnight + 24 * 3_600_000_000 - 1)
+    parse_timestamp(s).or_else(|| parse_date(s).map(|midnight| midnight + 24 * 3_600_000_000 - 1))
 }
 
 /// Accepts a date (`2026-11-22`, midnight UTC) or a full RFC 3339 timestamp.
 pub fn parse_instant(s: &str) -> Option<i64> {
-    if let Ok(dt) = OffsetDateTime::parse(s, &Rfc3339) {
-        return Some((dt.unix_timestamp_nanos() / 1_000) as i64);
-    }
+    parse_timestamp(s).or_else(|| parse_date(s))
+}
+
+fn parse_timestamp(s: &str) -> Option<i64> {
+    let dt = OffsetDateTime::parse(s, &Rfc3339).ok()?;
+    Some((dt.unix_timestamp_nanos() / 1_000) as i64)
+}
+
+/// Midnight UTC at the start of a date.
+fn parse_date(s: &str) -> Option<i64> {
     let fmt = time::macros::format_description!("[year]-[month]-[day]");
     let date = Date::parse(s, &fmt).ok()?;
     let dt = PrimitiveDateTime::new(date, Time::MIDNIGHT).assume_utc();

@@ -124,7 +124,10 @@ pub async fn get(
 }
 
 pub async fn by_address(db: &Db, address: &str) -> Result<Option<Mailbox>, sqlx::Error> {
-    first_mailbox(&db.lookup_all(&by_address_read(address)).await?)
+    db.lookup_optional(&by_address_read(address))
+        .await?
+        .map(|r| Mailbox::from_row(&r))
+        .transpose()
 }
 
 /// The read behind [`by_address`].

@@ -429,8 +429,14 @@ pub async fn start(
     }
     let from_domain = address_domain(&from).to_string();
     let recipients = input.recipients();
+    if recipients.is_empty() {
+        return Err(ApiError::invalid(
+            "to",
+            "at least one recipient is required",
+        ));
+    }
     // Three independent reads at once: on PostgreSQL one statement, one
-    // round trip (`recipients` is never empty: validation requires `to`).
+    // round trip.
     let [domain_rows, suppressed_rows, mailbox_rows] = state
         .db
         .lookup_each([

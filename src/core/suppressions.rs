@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::auth::Reach;
 use crate::clock;
 use crate::ids;
-use crate::store::{Db, RowExt, Sql, Tx};
+use crate::store::{RowExt, Sql, Tx};
 
 pub fn row_json(r: &sqlx::any::AnyRow) -> Result<(i64, String, Value), sqlx::Error> {
     let created = r.int("created_at")?;
@@ -63,15 +63,8 @@ pub async fn add(
     Ok(n > 0)
 }
 
-/// Which of `addresses` are suppressed.
-pub async fn suppressed_among(db: &Db, addresses: &[String]) -> Result<Vec<String>, sqlx::Error> {
-    if addresses.is_empty() {
-        return Ok(Vec::new());
-    }
-    suppressed_in(&db.lookup_all(&suppressed_read(addresses)).await?)
-}
-
-/// The read behind [`suppressed_among`], for a non-empty list.
+/// The read of which of `addresses` (a non-empty list) are suppressed; its
+/// rows give them through [`suppressed_in`].
 pub fn suppressed_read(addresses: &[String]) -> Sql {
     let mut q = Sql::new("SELECT address FROM suppressions WHERE address IN ");
     q.bind_list(addresses);
