@@ -1,18 +1,6 @@
 use serde_json::json;
 
 use crate::helpers::{assert_error, spawn_app};
-use pigeonhole::sql;
-use pigeonhole::store::RowExt;
-
-async fn event_types(app: &crate::helpers::TestApp) -> Vec<String> {
-    sql!("SELECT type FROM events ORDER BY seq")
-        .fetch_all(app.db.reader())
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.text("type").unwrap())
-        .collect()
-}
 
 #[tokio::test]
 async fn create_returns_201_with_the_records_to_publish() {
@@ -108,12 +96,12 @@ async fn verify_follows_the_provider_and_emits_events() {
     let d = app.verified_domain("example.com").await;
     assert_eq!(d["sending_enabled"], true);
     assert_eq!(d["dkim_status"], "success");
-    assert_eq!(event_types(&app).await, vec!["domain.verified"]);
+    assert_eq!(app.outbox_types().await, vec!["domain.verified"]);
 
     // Verifying again without a change writes no new event.
     app.post("/api/v1/domains/example.com/verify", json!({}))
         .await;
-    assert_eq!(event_types(&app).await, vec!["domain.verified"]);
+    assert_eq!(app.outbox_types().await, vec!["domain.verified"]);
 
     app.post("/api/v1/domains", json!({"name": "broken.invalid"}))
         .await;
@@ -123,7 +111,7 @@ async fn verify_follows_the_provider_and_emits_events() {
     assert_eq!(r.body["status"], "failed");
     assert_eq!(r.body["sending_enabled"], false);
     assert_eq!(
-        event_types(&app).await,
+        app.outbox_types().await,
         vec!["domain.verified", "domain.failed"]
     );
 }

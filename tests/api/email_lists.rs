@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    TestApp, Wrapped, Wrapping, assert_error, spawn_app, spawn_app_with, spawn_app_with_provider,
+    TempOutbox, TestApp, Wrapped, Wrapping, assert_error, spawn_app, spawn_app_with,
+    spawn_app_with_provider,
 };
 use pigeonhole::provider::simulator::Simulator;
 use pigeonhole::provider::{OutgoingMessage, Provider, ProviderError};
@@ -88,13 +89,8 @@ async fn spawn_recorded() -> Recorded {
 
 /// The sent-mail list at `path` (at most one page of 100), as ids in order.
 async fn list_ids(app: &TestApp, path: &str) -> Vec<String> {
-    let sep = if path.contains('?') { '&' } else { '?' };
-    let r = app.get(&format!("{path}{sep}limit=100")).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(r.body["has_more"], false, "{}", r.text);
-    r.body["data"]
-        .as_array()
-        .unwrap()
+    app.list_all(path)
+        .await
         .iter()
         .map(|m| m["id"].as_str().unwrap().to_string())
         .collect()
@@ -469,9 +465,9 @@ async fn since_and_until_leave_out_mail_outside_the_window() {
 }
 
 /// The open-tracking image's token in the mail the simulator wrote for
-/// `provider_message_id` under `outbox`.
-fn tracking_token(outbox: &std::path::Path, provider_message_id: &str) -> String {
-    let raw = std::fs::read(outbox.join(format!("{provider_message_id}.eml"))).unwrap();
+/// `provider_message_id` in `outbox`.
+fn tracking_token(outbox: &TempOutbox, provider_message_id: &str) -> String {
+    let raw = outbox.eml(provider_message_id);
     let parsed = mail_parser::MessageParser::default().parse(&raw).unwrap();
     let html = parsed.body_html(0).unwrap().to_string();
     let start = html.find("/t/o/").expect("a tracking image") + "/t/o/".len();
@@ -483,16 +479,9 @@ fn tracking_token(outbox: &std::path::Path, provider_message_id: &str) -> String
 
 #[tokio::test]
 async fn opened_false_leaves_out_opened_mail_and_a_second_open_only_counts() {
-    let outbox =
-        std::env::temp_dir().join(format!("ph-outbox-{}", pigeonhole::ids::random_token(8)));
-    let dir = outbox.clone();
-    let app = spawn_app_with(move |m| {
-        m.insert(
-            "PIGEONHOLE_SIMULATOR_OUTBOX".into(),
-            dir.display().to_string(),
-        );
-    })
-    .await;
+    let outbox = TempOutbox::new();
+    let setting = outbox.setting();
+    let app = spawn_app_with(move |m| m.extend([setting])).await;
     app.verified_domain("example.com").await;
     let html = |s: &str| json!({"from": "team@example.com", "to": "x@y.com", "subject": s, "html": format!("<p>{s}</p>")});
     let a = send(&app, html("A")).await;
@@ -546,7 +535,6 @@ async fn opened_false_leaves_out_opened_mail_and_a_second_open_only_counts() {
         list_ids(&app, "/api/v1/emails?opened=false").await,
         vec![b_id.clone()]
     );
-    let _ = std::fs::remove_dir_all(&outbox);
 }
 
 #[tokio::test]

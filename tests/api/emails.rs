@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    TestApp, Wrapped, Wrapping, assert_error, eventually, spawn_app, spawn_app_with,
+    TempOutbox, TestApp, Wrapped, Wrapping, assert_error, eventually, spawn_app, spawn_app_with,
     spawn_app_with_provider,
 };
 use pigeonhole::provider::simulator::Simulator;
@@ -20,33 +20,12 @@ fn simple(to: &str) -> Value {
     json!({"from": "Team <team@example.com>", "to": to, "subject": "Hello", "text": "Hi there", "html": "<p>Hi there</p>"})
 }
 
-async fn outbox_types(app: &TestApp) -> Vec<String> {
-    sql!("SELECT type FROM events ORDER BY seq")
-        .fetch_all(app.db.reader())
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.text("type").unwrap())
-        .collect()
-}
-
-async fn status_of(app: &TestApp, id: &str) -> String {
-    app.get(&format!("/api/v1/emails/{id}")).await.body["status"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 #[tokio::test]
 async fn send_returns_202_and_records_the_message_thread_and_event() {
-    let outbox =
-        std::env::temp_dir().join(format!("ph-outbox-{}", pigeonhole::ids::random_token(8)));
-    let dir = outbox.clone();
+    let outbox = TempOutbox::new();
+    let setting = outbox.setting();
     let app = spawn_app_with(move |m| {
-        m.insert(
-            "PIGEONHOLE_SIMULATOR_OUTBOX".into(),
-            dir.display().to_string(),
-        );
+        m.extend([setting]);
         m.insert(
             "PIGEONHOLE_PUBLIC_URL".into(),
             "https://mail.example.com".into(),
@@ -72,13 +51,13 @@ async fn send_returns_202_and_records_the_message_thread_and_event() {
     let pid = b["provider_message_id"].as_str().unwrap();
 
     // The simulator wrote the exact MIME, tracking image included.
-    let eml = std::fs::read_to_string(outbox.join(format!("{pid}.eml"))).unwrap();
+    let eml = String::from_utf8(outbox.eml(pid)).unwrap();
     assert!(eml.contains(&format!("Message-ID: {mid}")), "{eml}");
     assert!(eml.contains("https://mail.example.com/t/o/"));
 
     let id = b["id"].as_str().unwrap().to_string();
     eventually("delivery", || async {
-        (status_of(&app, &id).await == "delivered").then_some(())
+        (app.email_status(&id).await == "delivered").then_some(())
     })
     .await;
     let m = app.get(&format!("/api/v1/emails/{id}")).await.body;
@@ -98,7 +77,7 @@ async fn send_returns_202_and_records_the_message_thread_and_event() {
         id.as_str()
     );
     assert_eq!(
-        outbox_types(&app).await,
+        app.outbox_types().await,
         vec!["domain.verified", "email.sent", "email.delivered"]
     );
     let folders = sql!("SELECT folders FROM threads")
@@ -262,11 +241,11 @@ async fn bounces_and_complaints_suppress_the_address() {
     let bid = b.body["id"].as_str().unwrap().to_string();
     let cid = c.body["id"].as_str().unwrap().to_string();
     eventually("bounce", || async {
-        (status_of(&app, &bid).await == "bounced").then_some(())
+        (app.email_status(&bid).await == "bounced").then_some(())
     })
     .await;
     eventually("complaint", || async {
-        (status_of(&app, &cid).await == "complained").then_some(())
+        (app.email_status(&cid).await == "complained").then_some(())
     })
     .await;
     let m = app.get(&format!("/api/v1/emails/{bid}")).await.body;
@@ -309,7 +288,7 @@ async fn bounces_and_complaints_suppress_the_address() {
         202
     );
 
-    let types = outbox_types(&app).await;
+    let types = app.outbox_types().await;
     assert!(types.contains(&"email.bounced".to_string()));
     assert!(types.contains(&"email.complained".to_string()));
 
@@ -542,7 +521,7 @@ async fn list_filters_paginates_and_respects_reach() {
     assert_eq!(r.status, 202);
     let alert = r.body["id"].as_str().unwrap().to_string();
     eventually("bounce", || async {
-        (status_of(&app, &alert).await == "bounced").then_some(())
+        (app.email_status(&alert).await == "bounced").then_some(())
     })
     .await;
 
@@ -785,7 +764,7 @@ async fn opens_are_tracked_through_the_image() {
         3
     );
     assert_eq!(
-        outbox_types(&app)
+        app.outbox_types()
             .await
             .iter()
             .filter(|t| *t == "email.opened")
@@ -936,7 +915,7 @@ async fn provider_failures_are_recorded_and_answered() {
         let m = &list["data"][0];
         assert_eq!(m["status"], recorded, "{list}");
         assert!(m["error"].as_str().unwrap().len() > 5);
-        let types = outbox_types(&app).await;
+        let types = app.outbox_types().await;
         assert_eq!(types.last().unwrap(), &format!("email.{recorded}"));
     }
 }
@@ -1014,7 +993,7 @@ async fn a_batch_of_provider_events_applies_them_in_order_once_each() {
     assert_eq!(r.status, 202, "{}", r.text);
     let id = r.body["id"].as_str().unwrap().to_string();
     eventually("the simulator's delivery", || async {
-        (status_of(&app, &id).await == "delivered").then_some(())
+        (app.email_status(&id).await == "delivered").then_some(())
     })
     .await;
     let pid = r.body["provider_message_id"].as_str().unwrap().to_string();
@@ -1050,7 +1029,7 @@ async fn a_batch_of_provider_events_applies_them_in_order_once_each() {
             Ingested::Applied
         ]
     );
-    assert_eq!(status_of(&app, &id).await, "complained");
+    assert_eq!(app.email_status(&id).await, "complained");
     let count = |t: &'static str| {
         let (app, id) = (&app, id.clone());
         async move {
@@ -1068,7 +1047,7 @@ async fn a_batch_of_provider_events_applies_them_in_order_once_each() {
     };
     assert_eq!(count("delivery").await, 1);
     assert_eq!(count("complaint").await, 1);
-    let types = outbox_types(&app).await;
+    let types = app.outbox_types().await;
     assert_eq!(types.iter().filter(|t| *t == "email.complained").count(), 1);
     assert_eq!(types.iter().filter(|t| *t == "email.delivered").count(), 1);
 }

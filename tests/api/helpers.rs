@@ -232,6 +232,35 @@ impl TestApp {
         r.body
     }
 
+    /// The status of sent message `id`.
+    pub async fn email_status(&self, id: &str) -> String {
+        self.get(&format!("/api/v1/emails/{id}")).await.body["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Every item of the list at `path`, which must fit one page of 100.
+    pub async fn list_all(&self, path: &str) -> Vec<Value> {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let r = self.get(&format!("{path}{sep}limit=100")).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["has_more"], false, "{}", r.text);
+        r.body["data"].as_array().unwrap().clone()
+    }
+
+    /// The types of the outbox events, in the order written.
+    pub async fn outbox_types(&self) -> Vec<String> {
+        use pigeonhole::store::RowExt;
+        pigeonhole::sql!("SELECT type FROM events ORDER BY seq")
+            .fetch_all(self.db.reader())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.text("type").unwrap())
+            .collect()
+    }
+
     /// Stops the server, letting in-flight requests finish.
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
@@ -379,5 +408,37 @@ impl<W: Wrapping> Provider for Wrapped<W> {
     }
     fn attach_events(&self, sink: EventSink) {
         self.0.attach_events(sink)
+    }
+}
+
+/// A directory for the simulator's outbox (`<provider_message_id>.eml` per
+/// message it transmits), removed when dropped.
+pub struct TempOutbox(pub std::path::PathBuf);
+
+impl TempOutbox {
+    pub fn new() -> TempOutbox {
+        TempOutbox(
+            std::env::temp_dir().join(format!("ph-outbox-{}", pigeonhole::ids::random_token(10))),
+        )
+    }
+
+    /// The setting that points the simulator here.
+    pub fn setting(&self) -> (String, String) {
+        (
+            "PIGEONHOLE_SIMULATOR_OUTBOX".into(),
+            self.0.display().to_string(),
+        )
+    }
+
+    /// The exact MIME the simulator transmitted as `provider_message_id`.
+    pub fn eml(&self, provider_message_id: &str) -> Vec<u8> {
+        let path = self.0.join(format!("{provider_message_id}.eml"));
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+}
+
+impl Drop for TempOutbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

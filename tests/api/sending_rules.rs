@@ -8,7 +8,6 @@
 //! message); the envelope is read from a provider that records what the
 //! service handed over before passing it to the simulator.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -16,7 +15,7 @@ use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    TestApp, Wrapped, Wrapping, assert_error, spawn_app, spawn_app_with_provider,
+    TempOutbox, TestApp, Wrapped, Wrapping, assert_error, spawn_app, spawn_app_with_provider,
 };
 use pigeonhole::provider::simulator::Simulator;
 use pigeonhole::provider::{OutgoingMessage, Provider, ProviderError};
@@ -47,15 +46,14 @@ impl Wrapping for Recording {
 
 struct Sender {
     app: TestApp,
-    outbox: PathBuf,
+    outbox: TempOutbox,
     envelopes: Envelopes,
 }
 
 impl Sender {
     /// The exact MIME the simulator was handed for this provider message id.
     fn raw(&self, provider_message_id: &str) -> String {
-        let path = self.outbox.join(format!("{provider_message_id}.eml"));
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+        String::from_utf8(self.outbox.eml(provider_message_id)).unwrap()
     }
 
     fn envelope(&self, provider_message_id: &str) -> Vec<String> {
@@ -79,28 +77,14 @@ impl Sender {
     }
 }
 
-impl Drop for Sender {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.outbox);
-    }
-}
-
 /// An app on a verified example.com whose simulator writes an outbox.
 async fn sender() -> Sender {
-    let outbox = std::env::temp_dir().join(format!(
-        "ph-rules-outbox-{}",
-        pigeonhole::ids::random_token(10)
-    ));
-    let dir = outbox.clone();
+    let outbox = TempOutbox::new();
+    let setting = outbox.setting();
     let envelopes: Envelopes = Arc::default();
     let recorded = envelopes.clone();
     let app = spawn_app_with_provider(
-        move |m| {
-            m.insert(
-                "PIGEONHOLE_SIMULATOR_OUTBOX".into(),
-                dir.display().to_string(),
-            );
-        },
+        move |m| m.extend([setting]),
         move |config| {
             Arc::new(Wrapped(Recording {
                 inner: Simulator::new(config.simulator_outbox.clone()),

@@ -17,8 +17,6 @@ use pigeonhole::config::ProviderKind;
 use pigeonhole::provider::moto_server::MotoServer;
 use pigeonhole::provider::ses::SesProvider;
 use pigeonhole::provider::{IdentityInfo, IdentityStatus, Provider, ProviderError};
-use pigeonhole::sql;
-use pigeonhole::store::RowExt;
 
 const REGION: &str = "us-east-1";
 
@@ -286,13 +284,7 @@ async fn a_send_ses_rejects_is_recorded_rejected_and_answered_422() {
         "{}",
         m.text
     );
-    let events: Vec<String> = sql!("SELECT type FROM events ORDER BY seq")
-        .fetch_all(app.db.reader())
-        .await
-        .expect("events")
-        .iter()
-        .map(|r| r.text("type").expect("type"))
-        .collect();
+    let events = app.outbox_types().await;
     assert!(events.iter().any(|t| t == "email.rejected"), "{events:?}");
     assert!(!events.iter().any(|t| t == "email.sent"), "{events:?}");
 }

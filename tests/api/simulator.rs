@@ -131,12 +131,8 @@ async fn outbox_for(app: &TestApp, id: &str) -> Vec<(String, String, Value)> {
 
 /// Every suppression, by address.
 async fn suppressions(app: &TestApp) -> BTreeMap<String, Value> {
-    let r = app.get("/api/v1/suppressions?limit=100").await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(r.body["has_more"], false, "{}", r.text);
-    r.body["data"]
-        .as_array()
-        .unwrap()
+    app.list_all("/api/v1/suppressions")
+        .await
         .iter()
         .map(|s| (s["address"].as_str().unwrap().to_string(), s.clone()))
         .collect()
@@ -561,10 +557,9 @@ async fn every_accepted_message_records_one_send_event() {
     let r = app.post("/api/v1/emails", mail(json!(sim("bounce")))).await;
     assert_eq!(r.status, 422, "{}", r.text);
 
-    let list = app.get("/api/v1/emails?limit=100").await;
-    let mut listed: Vec<String> = list.body["data"]
-        .as_array()
-        .unwrap()
+    let mut listed: Vec<String> = app
+        .list_all("/api/v1/emails")
+        .await
         .iter()
         .map(|m| m["id"].as_str().unwrap().to_string())
         .collect();

@@ -9,7 +9,6 @@ use pigeonhole::provider::sns::SnsVerifier;
 use pigeonhole::provider::sns::testing::TestSigner;
 use pigeonhole::provider::{EventSink, Provider};
 use pigeonhole::sql;
-use pigeonhole::store::RowExt;
 
 pub const TOPIC: &str = "arn:aws:sns:us-east-1:123456789012:ses-events";
 
@@ -130,16 +129,6 @@ async fn message(app: &TestApp, id: &str) -> Value {
     app.get(&format!("/api/v1/emails/{id}")).await.body
 }
 
-async fn outbox(app: &TestApp) -> Vec<String> {
-    sql!("SELECT type FROM events ORDER BY seq")
-        .fetch_all(app.db.reader())
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.text("type").unwrap())
-        .collect()
-}
-
 #[tokio::test]
 async fn every_ses_event_type_moves_status_by_the_table() {
     let app = app().await;
@@ -217,7 +206,7 @@ async fn every_ses_event_type_moves_status_by_the_table() {
     notify(&app, &ses_event("Rendering Failure", &pd, "d@x.com"), "n10").await;
     assert_eq!(message(&app, &d).await["status"], "failed");
 
-    let types = outbox(&app).await;
+    let types = app.outbox_types().await;
     for t in [
         "email.delayed",
         "email.delivered",

@@ -15,8 +15,6 @@ use crate::helpers::{
 };
 use pigeonhole::provider::simulator::Simulator;
 use pigeonhole::provider::{Provider, ProviderError, Quota};
-use pigeonhole::sql;
-use pigeonhole::store::RowExt;
 
 fn mail(from: &str, to: &str) -> Value {
     json!({"from": from, "to": to, "subject": "Hello", "text": "Hi there"})
@@ -77,17 +75,8 @@ async fn bounce_from(app: &TestApp, from: &str, to: &str) -> String {
     id
 }
 
-async fn status_of(app: &TestApp, id: &str) -> String {
-    app.get(&format!("/api/v1/emails/{id}")).await.body["status"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 async fn email_count(app: &TestApp) -> usize {
-    let r = app.get("/api/v1/emails?limit=100").await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    r.body["data"].as_array().unwrap().len()
+    app.list_all("/api/v1/emails").await.len()
 }
 
 #[tokio::test]
@@ -296,7 +285,7 @@ async fn deleting_lets_mail_through_again_and_outside_the_reach_is_404() {
     );
     let id = send_as(&app, &app.key, mail("team@example.com", "manual@y.com")).await;
     eventually("delivery to the unsuppressed address", || async {
-        (status_of(&app, &id).await == "delivered").then_some(())
+        (app.email_status(&id).await == "delivered").then_some(())
     })
     .await;
     assert_error(
@@ -384,7 +373,7 @@ async fn a_complaint_suppresses_the_address_as_a_hard_bounce_does() {
     let c = send_as(&app, &app.key, mail("team@example.com", complaint)).await;
     let b = send_as(&app, &app.key, mail("team@example.com", bounce)).await;
     eventually("complaint and bounce", || async {
-        (status_of(&app, &c).await == "complained" && status_of(&app, &b).await == "bounced")
+        (app.email_status(&c).await == "complained" && app.email_status(&b).await == "bounced")
             .then_some(())
     })
     .await;
@@ -465,13 +454,7 @@ async fn a_soft_bounce_marks_the_message_bounced_without_suppressing() {
         .collect();
     assert_eq!(bounces.len(), 1, "{m}");
     assert_eq!(bounces[0]["recipient"], "full@x.com");
-    let outbox: Vec<String> = sql!("SELECT type FROM events ORDER BY seq")
-        .fetch_all(app.db.reader())
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.text("type").unwrap())
-        .collect();
+    let outbox = app.outbox_types().await;
     assert_eq!(
         outbox.iter().filter(|t| *t == "email.bounced").count(),
         1,
