@@ -323,7 +323,11 @@ static OPS: &[Op] = &[
         doc: "Sends one message from an address on a verified domain. Answers 202 once the \
               provider has accepted it; delivery is reported later as the message's `status` and \
               as webhook events. A key that may not send as `from` gets 403; a suppressed \
-              recipient, a bad field or a provider rejection gets 422.",
+              recipient, a bad field or a provider rejection gets 422 (a rejection is recorded \
+              with status `rejected`). 429 with `Retry-After` also means the provider's 24-hour \
+              quota cannot admit the recipients, or its account's sending is paused (nothing \
+              recorded), or the provider throttled the send (recorded `failed`); 503, the \
+              provider could not be reached (recorded `failed`).",
         idempotent: true,
         body: Content::Json("SendRequest"),
         replies: &[ok(
