@@ -126,6 +126,18 @@ impl Reach {
         }
     }
 
+    /// Whether the key reaches every address of the domain `name`: the whole
+    /// account, or a domain reach that is `name` or one of its parents. An
+    /// address reach never does; it may read its addresses' domains, not
+    /// change them.
+    pub fn covers_whole_domain(&self, name: &str) -> bool {
+        match self {
+            Reach::Account => true,
+            Reach::Domains(ds) => ds.iter().any(|d| domain_within(name, d)),
+            Reach::Addresses(_) => false,
+        }
+    }
+
     /// Appends ` AND (…)` limiting a domain-name column to the reach.
     pub fn filter_domain_column(&self, sql: &mut Sql, column: &str) {
         match self {
@@ -203,6 +215,18 @@ impl ApiKey {
         } else {
             Err(ApiError::Forbidden(format!(
                 "{what} needs a key that reaches the whole account"
+            )))
+        }
+    }
+
+    /// 403 for a change to the domain `name` by a key that does not reach
+    /// all of it (an address reach; spec §5).
+    pub fn require_whole_domain(&self, name: &str, what: &str) -> Result<(), ApiError> {
+        if self.reach.covers_whole_domain(name) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!(
+                "{what} needs a key that reaches the whole domain {name}"
             )))
         }
     }
@@ -445,6 +469,20 @@ mod tests {
         assert!(!a.covers_address("b@example.com"));
         assert!(a.covers_domain("example.com"));
         assert!(!a.covers_domain("other.com"));
+    }
+
+    #[test]
+    fn only_account_and_domain_reach_cover_a_whole_domain() {
+        assert!(Reach::Account.covers_whole_domain("example.com"));
+        let d = Reach::Domains(vec!["example.com".into()]);
+        assert!(d.covers_whole_domain("example.com"));
+        assert!(d.covers_whole_domain("eu.example.com"));
+        assert!(!d.covers_whole_domain("other.com"));
+        let sub = Reach::Domains(vec!["eu.example.com".into()]);
+        assert!(!sub.covers_whole_domain("example.com"));
+        let a = Reach::Addresses(vec!["a@example.com".into()]);
+        assert!(a.covers_domain("example.com"));
+        assert!(!a.covers_whole_domain("example.com"));
     }
 
     #[test]

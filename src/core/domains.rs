@@ -392,6 +392,7 @@ pub async fn verify(
     let current = get(db, &key.reach, id_or_name)
         .await?
         .ok_or(ApiError::NotFound("domain"))?;
+    key.require_whole_domain(&current.name, "verifying a domain")?;
     let mut next = current.clone();
     match &current.inherited_from {
         Some(parent_name) => {
@@ -483,6 +484,7 @@ pub async fn set_auto_create(
     let mut d = get(db, &key.reach, id_or_name)
         .await?
         .ok_or(ApiError::NotFound("domain"))?;
+    key.require_whole_domain(&d.name, "changing a domain")?;
     sql!(
         "UPDATE domains SET auto_create_mailboxes = $1 WHERE id = $2",
         value,
@@ -507,6 +509,7 @@ pub async fn delete(
     let d = get(db, &key.reach, id_or_name)
         .await?
         .ok_or(ApiError::NotFound("domain"))?;
+    key.require_whole_domain(&d.name, "deleting a domain")?;
     let mut deleted_in_provider = false;
     if delete_in_provider && d.inherited_from.is_none() {
         match provider.delete_identity(&d.name).await {
