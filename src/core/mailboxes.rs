@@ -188,7 +188,7 @@ pub async fn create(
             e.into()
         }
     })?;
-    enforce_single_flags(&mut tx, &mailbox).await?;
+    enforce_single_flags(&mut tx, key, None, &mailbox).await?;
     tx.commit().await?;
     Ok(mailbox)
 }
@@ -231,9 +231,26 @@ fn insert_statement(m: &Mailbox) -> Sql {
 }
 
 /// One default mailbox in the account, one catch-all per domain: setting the
-/// flag on `m` clears it elsewhere.
-async fn enforce_single_flags(tx: &mut Tx, m: &Mailbox) -> Result<(), sqlx::Error> {
+/// flag on `m` clears it elsewhere. A flag changes only through a key that
+/// reaches every mailbox it changes (403 otherwise), and a catch-all, which
+/// receives mail for any address of its domain, only through a key that
+/// reaches the whole domain. `was` is the mailbox before the change.
+async fn enforce_single_flags(
+    tx: &mut Tx,
+    key: &ApiKey,
+    was: Option<&Mailbox>,
+    m: &Mailbox,
+) -> Result<(), ApiError> {
+    let turned_on = |now: bool, before: Option<bool>| now && before != Some(true);
+    if turned_on(m.is_catch_all, was.map(|w| w.is_catch_all)) {
+        key.require_whole_domain(&m.domain, "making a mailbox the catch-all")?;
+    }
     if m.is_default {
+        let others = sql!(
+            "SELECT address FROM mailboxes WHERE is_default = 1 AND id <> $1",
+            &m.id
+        );
+        require_reach_over(tx, key, others, "is_default").await?;
         sql!(
             "UPDATE mailboxes SET is_default = 0 WHERE is_default = 1 AND id <> $1",
             &m.id
@@ -242,6 +259,12 @@ async fn enforce_single_flags(tx: &mut Tx, m: &Mailbox) -> Result<(), sqlx::Erro
         .await?;
     }
     if m.is_catch_all {
+        let others = sql!(
+            "SELECT address FROM mailboxes WHERE is_catch_all = 1 AND domain = $1 AND id <> $2",
+            &m.domain,
+            &m.id
+        );
+        require_reach_over(tx, key, others, "is_catch_all").await?;
         sql!(
             "UPDATE mailboxes SET is_catch_all = 0 WHERE is_catch_all = 1 AND domain = $1 AND id <> $2",
             &m.domain,
@@ -253,15 +276,35 @@ async fn enforce_single_flags(tx: &mut Tx, m: &Mailbox) -> Result<(), sqlx::Erro
     Ok(())
 }
 
+/// 403 unless the key reaches every mailbox `addresses` reads (those whose
+/// `flag` the change would clear).
+async fn require_reach_over(
+    tx: &mut Tx,
+    key: &ApiKey,
+    addresses: Sql,
+    flag: &str,
+) -> Result<(), ApiError> {
+    for row in addresses.fetch_all_tx(tx).await? {
+        let address = row.text("address")?;
+        if !key.reach.covers_address(&address) {
+            return Err(ApiError::Forbidden(format!(
+                "setting {flag} would clear it on a mailbox this API key does not reach"
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub async fn update(
     db: &Db,
     key: &ApiKey,
     id: &str,
     input: MailboxInput,
 ) -> Result<Mailbox, ApiError> {
-    let mut m = get(db, &key.reach, id)
+    let was = get(db, &key.reach, id)
         .await?
         .ok_or(ApiError::NotFound("mailbox"))?;
+    let mut m = was.clone();
     if let Some(v) = input.display_name {
         m.display_name = v;
     }
@@ -290,7 +333,7 @@ pub async fn update(
     )
     .execute_tx(&mut tx)
     .await?;
-    enforce_single_flags(&mut tx, &m).await?;
+    enforce_single_flags(&mut tx, key, Some(&was), &m).await?;
     tx.commit().await?;
     Ok(m)
 }
