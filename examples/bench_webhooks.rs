@@ -238,6 +238,8 @@ async fn run(postgres_admin: Option<&str>) -> anyhow::Result<()> {
     settings.insert("PIGEONHOLE_DATABASE_URL".into(), url.clone());
     settings.insert("PIGEONHOLE_DNS_SERVERS".into(), dns.addr().to_string());
     settings.insert("PIGEONHOLE_SMTP_LISTEN".into(), String::new());
+    // The receiver is on loopback.
+    settings.insert("PIGEONHOLE_ENV".into(), "development".into());
     if dead {
         // Attempts at the dead endpoint hang this long: it stays enabled
         // (20 failures take about 90 s) and holds its slots meanwhile.

@@ -115,7 +115,7 @@ impl Config {
             ));
         }
 
-        let env = match get("PIGEONHOLE_ENV").as_deref().unwrap_or("development") {
+        let env = match get("PIGEONHOLE_ENV").as_deref().unwrap_or("production") {
             "development" => Environment::Development,
             "production" => Environment::Production,
             other => {
@@ -351,7 +351,7 @@ mod tests {
         let c = Config::from_map(&HashMap::new()).unwrap();
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.database_url, "sqlite://pigeonhole.db");
-        assert_eq!(c.env, Environment::Development);
+        assert_eq!(c.env, Environment::Production);
         assert_eq!(c.provider, ProviderKind::Simulator);
         assert_eq!(c.smtp_listen.unwrap().to_string(), "127.0.0.1:2525");
         assert_eq!(c.public_url, "http://127.0.0.1:8080");

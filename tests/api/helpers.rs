@@ -56,6 +56,8 @@ pub fn base_config(database_url: &str, dns: &TestDnsServer) -> HashMap<String, S
     m.insert("PIGEONHOLE_DATABASE_URL".into(), database_url.to_string());
     m.insert("PIGEONHOLE_DNS_SERVERS".into(), dns.addr().to_string());
     m.insert("PIGEONHOLE_SMTP_LISTEN".into(), String::new());
+    // Loopback webhook receivers and a local SNS SubscribeURL.
+    m.insert("PIGEONHOLE_ENV".into(), "development".into());
     m.insert(
         "PIGEONHOLE_WEBHOOK_RETRY_DELAYS".into(),
         "0,0.05,0.1,0.15".into(),
