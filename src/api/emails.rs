@@ -8,11 +8,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use crate::api::attachments;
 use crate::api::extract::{Auth, Params, parse_json};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
 use crate::core::idempotency::{self, Begin};
-use crate::core::messages::{self, COLUMNS, Message};
+use crate::core::messages::{self, COLUMNS, Direction, Message};
 use crate::core::search;
 use crate::core::sending::{self, SendBody};
 use crate::core::validate;
@@ -346,39 +347,18 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     key.require(Scope::EmailsRead)?;
-    let m = messages::get(&s.db, &key.reach, &id)
+    let m = messages::get(&s.db, &key.reach, Direction::Outbound, &id)
         .await?
         .ok_or(ApiError::NotFound("email"))?;
     Ok(Json(messages::full_json(&s.db, &m).await?))
 }
 
-/// The bytes of one attachment, with its type and file name.
+/// The bytes of one attachment of a sent message.
 pub async fn attachment(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path((id, attachment_id)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     key.require(Scope::EmailsRead)?;
-    let m = messages::get(&s.db, &key.reach, &id)
-        .await?
-        .ok_or(ApiError::NotFound("email"))?;
-    let (a, bytes) = messages::attachment_content(&s.db, &m.id, &attachment_id)
-        .await?
-        .ok_or(ApiError::NotFound("attachment"))?;
-    let disposition = format!(
-        "{}; filename=\"{}\"",
-        if a.inline { "inline" } else { "attachment" },
-        a.filename.replace(['"', '\\'], "_")
-    );
-    let mut resp = Response::new(Body::from(bytes));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_str(&a.content_type)
-            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
-    );
-    if let Ok(v) = HeaderValue::from_str(&disposition) {
-        h.insert(header::CONTENT_DISPOSITION, v);
-    }
-    Ok(resp)
+    attachments::download(&s.db, &key, Direction::Outbound, &id, &attachment_id).await
 }

@@ -8,11 +8,12 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::api::attachments;
 use crate::api::emails::push_mailbox_filters;
 use crate::api::extract::{ApiJson, Auth, Params};
 use crate::app::AppState;
 use crate::auth::{Reach, Scope};
-use crate::core::messages::{self, COLUMNS, Message};
+use crate::core::messages::{self, COLUMNS, Direction, Message};
 use crate::core::search;
 use crate::core::thread_actions::FOLDERS;
 use crate::error::{ApiError, ApiResult, Problems};
@@ -95,7 +96,7 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     key.require(Scope::MailRead)?;
-    let m = messages::get(&s.db, &key.reach, &id)
+    let m = messages::get(&s.db, &key.reach, Direction::Inbound, &id)
         .await?
         .ok_or(ApiError::NotFound("message"))?;
     Ok(Json(messages::full_json(&s.db, &m).await?))
@@ -114,7 +115,7 @@ pub async fn patch(
     ApiJson(body): ApiJson<PatchMessage>,
 ) -> ApiResult<Json<Value>> {
     key.require(Scope::MailWrite)?;
-    let m = messages::get(&s.db, &key.reach, &id)
+    let m = messages::get(&s.db, &key.reach, Direction::Inbound, &id)
         .await?
         .ok_or(ApiError::NotFound("message"))?;
     let mut tx = s.db.begin().await?;
@@ -144,10 +145,20 @@ pub async fn patch(
             .await?;
     }
     tx.commit().await?;
-    let m = messages::get(&s.db, &key.reach, &id)
+    let m = messages::get(&s.db, &key.reach, Direction::Inbound, &id)
         .await?
         .ok_or(ApiError::NotFound("message"))?;
     Ok(Json(messages::full_json(&s.db, &m).await?))
+}
+
+/// The bytes of one attachment of a received message.
+pub async fn attachment(
+    State(s): State<AppState>,
+    Auth(key): Auth,
+    Path((id, attachment_id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    key.require(Scope::MailRead)?;
+    attachments::download(&s.db, &key, Direction::Inbound, &id, &attachment_id).await
 }
 
 /// The original MIME as received.
@@ -169,7 +180,9 @@ pub async fn raw(
 }
 
 async fn raw_bytes(db: &Db, reach: &Reach, id: &str) -> Result<Option<Vec<u8>>, sqlx::Error> {
-    let mut q = Sql::new("SELECT m.raw FROM messages m WHERE m.raw IS NOT NULL AND m.id = ");
+    let mut q = Sql::new(
+        "SELECT m.raw FROM messages m WHERE m.raw IS NOT NULL AND m.direction = 'inbound' AND m.id = ",
+    );
     q.bind(id);
     reach.filter_address_columns(&mut q, "m.mailbox", "m.domain");
     q.fetch_optional(db.reader())

@@ -7,6 +7,7 @@ use axum::routing::{delete, get, post};
 
 use crate::app::AppState;
 
+pub mod attachments;
 pub mod auth_layer;
 pub mod contacts;
 pub mod domains;
@@ -66,6 +67,10 @@ pub fn router(state: AppState) -> Router {
         .route("/messages", get(messages::list))
         .route("/messages/{id}", get(messages::get).patch(messages::patch))
         .route("/messages/{id}/raw", get(messages::raw))
+        .route(
+            "/messages/{id}/attachments/{attachment_id}",
+            get(messages::attachment),
+        )
         .route("/labels", get(labels::list).post(labels::create))
         .route(
             "/labels/{id}",

@@ -383,9 +383,11 @@ static OPS: &[Op] = &[
         path: "/api/v1/emails/{id}/attachments/{attachment_id}",
         id: "getEmailAttachment",
         access: Access::Scope("emails:read"),
-        summary: "Download an attachment",
+        summary: "Download an attachment of a sent message",
         doc: "The bytes of one attachment, with its own `Content-Type` and a \
-              `Content-Disposition` naming the file.",
+              `Content-Disposition` naming the file; `X-Content-Type-Options: nosniff`, and \
+              types a browser would run (HTML, SVG and other XML, JavaScript) always as \
+              `attachment`. Received mail's attachments are under `/api/v1/messages`.",
         path_params: &[
             (
                 "id",
@@ -744,6 +746,29 @@ static OPS: &[Op] = &[
         ..BASE
     },
     Op {
+        path: "/api/v1/messages/{id}/attachments/{attachment_id}",
+        id: "getMessageAttachment",
+        access: Access::Scope("mail:read"),
+        summary: "Download an attachment of a received message",
+        doc: "As for sent mail: the file with its own `Content-Type`, \
+              `X-Content-Type-Options: nosniff`, and types a browser would run always as \
+              `attachment`.",
+        path_params: &[
+            ("id", "The message id (`msg_…`)."),
+            (
+                "attachment_id",
+                "The attachment's `id` as listed on the message.",
+            ),
+        ],
+        replies: &[ok(
+            200,
+            "The file; `Content-Type` is the attachment's own type.",
+            Content::Raw("application/octet-stream", RawKind::Binary),
+        )],
+        errors: READ_ONE,
+        ..BASE
+    },
+    Op {
         path: "/api/v1/contacts",
         id: "listContacts",
         access: Access::Scope("mail:read"),
@@ -869,7 +894,8 @@ static OPS: &[Op] = &[
         id: "updateDomain",
         access: Access::Scope("domains:write"),
         summary: "Change a domain's settings",
-        doc: "Only fields sent change.",
+        doc: "Only fields sent change. Needs a key that reaches the whole domain (the account, or a domain reach covering it); \
+              a key naming addresses gets 403.",
         path_params: &[("id", "The domain id (`dom_…`) or the domain name.")],
         body: Content::Json("DomainUpdate"),
         replies: &[ok(200, "The domain as it now is.", Content::Json("Domain"))],
@@ -884,7 +910,8 @@ static OPS: &[Op] = &[
         summary: "Remove a domain",
         doc: "Removes the domain from the service. With `delete_in_provider=true` the identity \
               is also deleted at the provider (irreversible; other users of the same provider \
-              account may rely on it).",
+              account may rely on it). Needs a key that reaches the whole domain (the account, or a domain reach covering it); \
+              a key naming addresses gets 403.",
         path_params: &[("id", "The domain id (`dom_…`) or the domain name.")],
         query: &[q(
             "delete_in_provider",
@@ -902,7 +929,8 @@ static OPS: &[Op] = &[
         access: Access::Scope("domains:write"),
         summary: "Re-check a domain",
         doc: "Asks the provider for the identity's status, probes SPF and DMARC in DNS, and \
-              answers the domain as it now is. No body.",
+              answers the domain as it now is. No body. Needs a key that reaches the whole domain (the account, or a domain reach covering it); \
+              a key naming addresses gets 403.",
         path_params: &[("id", "The domain id (`dom_…`) or the domain name.")],
         replies: &[ok(200, "The domain as it now is.", Content::Json("Domain"))],
         errors: &[401, 403, 404, 429, 500, 502],
@@ -927,7 +955,9 @@ static OPS: &[Op] = &[
         summary: "Create a mailbox",
         doc: "The address must be on a verified domain of the account or under one. A key \
               naming specific addresses may create only those (403 otherwise). Setting \
-              `is_default` clears it on every other mailbox.",
+              `is_default` clears it on every other mailbox, and `is_catch_all` on the other \
+              mailboxes of the domain: 403 unless the key reaches each mailbox it would clear. \
+              `is_catch_all: true` needs a key that reaches the whole domain.",
         body: Content::Json("MailboxCreate"),
         replies: &[ok(201, "Created.", Content::Json("Mailbox"))],
         errors: &[401, 403, 409, 413, 422, 429, 500],
@@ -950,7 +980,9 @@ static OPS: &[Op] = &[
         access: Access::Scope("mailboxes:write"),
         summary: "Change a mailbox",
         doc: "Only fields sent change; `signature: null` clears it. `address` cannot be changed \
-              (422).",
+              (422). Setting `is_default` or `is_catch_all` is 403 unless the key reaches every \
+              mailbox whose flag it would clear; `is_catch_all: true` needs a key that reaches \
+              the whole domain.",
         path_params: &[("id", "The mailbox id (`mbx_…`) or its address.")],
         body: Content::Json("MailboxUpdate"),
         replies: &[ok(

@@ -35,7 +35,7 @@ fn addrs(list: &[Named]) -> String {
 }
 
 pub async fn get(state: &AppState, key: &ApiKey, id: &str) -> Result<Message, ApiError> {
-    let m = messages::get(&state.db, &key.reach, id)
+    let m = messages::get(&state.db, &key.reach, messages::Direction::Outbound, id)
         .await?
         .filter(|m| m.is_draft);
     m.ok_or(ApiError::NotFound("draft"))

@@ -153,13 +153,36 @@ impl Attachment {
     }
 }
 
-/// A message read within the reach, by id or provider message id.
-pub async fn get(db: &Db, reach: &Reach, id: &str) -> Result<Option<Message>, sqlx::Error> {
+/// Which way a message went: `/emails` serves sent mail (scope
+/// `emails:read`), `/messages` received mail (scope `mail:read`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Outbound,
+    Inbound,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Outbound => "outbound",
+            Direction::Inbound => "inbound",
+        }
+    }
+}
+
+/// A message of `direction` read within the reach, by id or provider message id.
+pub async fn get(
+    db: &Db,
+    reach: &Reach,
+    direction: Direction,
+    id: &str,
+) -> Result<Option<Message>, sqlx::Error> {
     let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM messages m WHERE (m.id = "));
     q.bind(id)
         .push(" OR m.provider_message_id = ")
         .bind(id)
-        .push(")");
+        .push(") AND m.direction = ")
+        .bind(direction.as_str());
     reach.filter_address_columns(&mut q, "m.mailbox", "m.domain");
     q.push(" LIMIT 1");
     q.fetch_optional(db.reader())

@@ -302,10 +302,15 @@ async fn a_plain_message_is_stored_threaded_and_announced() {
     assert!(raw.ends_with(&crlf(HELLO)), "{raw}");
 
     // The single read sees it too.
-    let read = messages::get(&t.app.db, &pigeonhole::auth::Reach::Account, &m.id)
-        .await
-        .unwrap()
-        .expect("readable");
+    let read = messages::get(
+        &t.app.db,
+        &pigeonhole::auth::Reach::Account,
+        messages::Direction::Inbound,
+        &m.id,
+    )
+    .await
+    .unwrap()
+    .expect("readable");
     assert_eq!(read.thread_id, m.thread_id);
 
     let th = thread(&t.app.db, &m.thread_id).await;

@@ -16,6 +16,7 @@ mod inbound;
 mod mailboxes;
 mod openapi;
 mod ops;
+mod reach_writes;
 mod received;
 mod receiver;
 mod sending_rules;

@@ -41,6 +41,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/messages/{id}"),
     ("PATCH", "/api/v1/messages/{id}"),
     ("GET", "/api/v1/messages/{id}/raw"),
+    ("GET", "/api/v1/messages/{id}/attachments/{attachment_id}"),
     ("GET", "/api/v1/labels"),
     ("POST", "/api/v1/labels"),
     ("GET", "/api/v1/labels/{id}"),
