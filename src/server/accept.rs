@@ -29,6 +29,11 @@ use crate::api::metrics::ConnectionCounters;
 /// answers with a JSON 431 (see `api::edge`).
 const HYPER_MAX_HEADERS: usize = 256;
 
+/// Pending connections the kernel queues for the accept loop (it caps this at
+/// net.core.somaxconn). tokio's default of 1024 overflowed under a reconnect
+/// flood, and a dropped SYN costs a client a one-second retransmit.
+const LISTEN_BACKLOG: u32 = 4096;
+
 /// How long the accept loop pauses after an error such as EMFILE, so it does
 /// not spin while descriptors are short.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
@@ -40,6 +45,17 @@ pub struct ServeLimits {
     pub max_connections: usize,
     /// 0: no per-address cap.
     pub max_connections_per_ip: usize,
+}
+
+/// Binds the HTTP listener with a deep accept queue.
+pub fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves; then stops

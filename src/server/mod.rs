@@ -7,4 +7,4 @@ mod activity;
 pub mod fd_limit;
 mod limits;
 
-pub use accept::{ServeLimits, serve};
+pub use accept::{ServeLimits, listen, serve};
