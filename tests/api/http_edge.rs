@@ -249,7 +249,7 @@ async fn at_the_global_cap_idle_connections_make_room_for_a_health_check() {
             .await
             .unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let mut refused = connect_from(&app, "127.0.0.5").await;
     match get_healthz(&mut refused).await {
         None => {}
