@@ -147,6 +147,7 @@ pub async fn serve(
     let fd_limit = crate::server::fd_limit::raise_to_hard_limit();
     let limits = crate::server::ServeLimits {
         header_timeout: http.header_timeout,
+        body_timeout: http.body_timeout,
         idle_timeout: http.idle_timeout,
         max_connections: crate::server::fd_limit::connection_cap(http.max_connections, fd_limit),
         max_connections_per_ip: http.max_connections_per_ip,

@@ -47,6 +47,8 @@ pub struct HttpSettings {
     /// A request head (request line and headers) must arrive whole within
     /// this time, counted from its first byte (from accept for a new connection).
     pub header_timeout: Duration,
+    /// A request body must arrive whole within this time of its head.
+    pub body_timeout: Duration,
     /// A keep-alive connection with no request in flight is closed after this.
     pub idle_timeout: Duration,
     /// Open HTTP connections; `None` means derived from the file limit at start.
@@ -98,6 +100,7 @@ const VARS: &[&str] = &[
     "PIGEONHOLE_SES_ENDPOINT",
     "PIGEONHOLE_SNS_TOPICS",
     "PIGEONHOLE_HTTP_HEADER_TIMEOUT",
+    "PIGEONHOLE_HTTP_BODY_TIMEOUT",
     "PIGEONHOLE_HTTP_IDLE_TIMEOUT",
     "PIGEONHOLE_HTTP_MAX_CONNECTIONS",
     "PIGEONHOLE_HTTP_MAX_CONNECTIONS_PER_IP",
@@ -282,6 +285,10 @@ impl Config {
                 "PIGEONHOLE_HTTP_HEADER_TIMEOUT",
                 &get("PIGEONHOLE_HTTP_HEADER_TIMEOUT").unwrap_or("10".into()),
             )?,
+            body_timeout: positive_seconds(
+                "PIGEONHOLE_HTTP_BODY_TIMEOUT",
+                &get("PIGEONHOLE_HTTP_BODY_TIMEOUT").unwrap_or("120".into()),
+            )?,
             idle_timeout: positive_seconds(
                 "PIGEONHOLE_HTTP_IDLE_TIMEOUT",
                 &get("PIGEONHOLE_HTTP_IDLE_TIMEOUT").unwrap_or("75".into()),
@@ -453,6 +460,7 @@ mod tests {
         assert_eq!(c.rate_limit, 300);
         assert_eq!(c.http.header_timeout, Duration::from_secs(10));
         assert_eq!(c.http.idle_timeout, Duration::from_secs(75));
+        assert_eq!(c.http.body_timeout, Duration::from_secs(120));
         assert_eq!(c.http.max_connections, None);
         assert_eq!(c.http.max_connections_per_ip, 128);
         assert_eq!(c.http.max_header_bytes, 32768);
@@ -475,6 +483,7 @@ mod tests {
             ("PIGEONHOLE_PUBLIC_URL", "ftp://x"),
             ("PIGEONHOLE_HTTP_HEADER_TIMEOUT", "0"),
             ("PIGEONHOLE_HTTP_IDLE_TIMEOUT", "soon"),
+            ("PIGEONHOLE_HTTP_BODY_TIMEOUT", "0"),
             ("PIGEONHOLE_HTTP_MAX_CONNECTIONS", "0"),
             ("PIGEONHOLE_HTTP_MAX_CONNECTIONS_PER_IP", "-1"),
             ("PIGEONHOLE_HTTP_MAX_HEADER_BYTES", "1000000"),

@@ -98,6 +98,7 @@ impl ApiError {
             ApiError::HeadersTooLarge { .. } => "headers_too_large",
             ApiError::Http { status, .. } => match status.as_u16() {
                 404 => "not_found",
+                408 => "request_timeout",
                 413 => "payload_too_large",
                 422 => "invalid_request",
                 429 => "rate_limited",

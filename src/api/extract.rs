@@ -27,11 +27,31 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
             .map_err(|e: BytesRejection| {
                 if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                     ApiError::PayloadTooLarge
+                } else if let Some(timeout) = timed_out(&e) {
+                    ApiError::Http {
+                        status: StatusCode::REQUEST_TIMEOUT,
+                        message: timeout.to_string(),
+                    }
                 } else {
                     ApiError::invalid("body", format!("the request body could not be read: {e}"))
                 }
             })
     }
+}
+
+/// The body deadline's error (see `crate::server`), if that is why the body
+/// could not be read.
+fn timed_out(e: &BytesRejection) -> Option<&std::io::Error> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::TimedOut
+        {
+            return Some(io);
+        }
+        source = err.source();
+    }
+    None
 }
 
 /// JSON body. Syntax errors, wrong types and unknown enum values are 422 with

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tower::ServiceExt;
 
 use super::activity::{Activity, Expiry, GuardedBody, WatchedIo};
+use super::body_deadline::DeadlineBody;
 use super::limits::{Refusal, Registry, Slot};
 use crate::api::metrics::ConnectionCounters;
 
@@ -41,6 +42,7 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 #[derive(Debug, Clone)]
 pub struct ServeLimits {
     pub header_timeout: Duration,
+    pub body_timeout: Duration,
     pub idle_timeout: Duration,
     pub max_connections: usize,
     /// 0: no per-address cap.
@@ -184,6 +186,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, slot: Slot, shared: Con
         router: shared.router,
         peer,
         activity: activity.clone(),
+        body_timeout: shared.limits.body_timeout,
     };
     let io = TokioIo::new(WatchedIo::new(stream, activity.clone()));
     let mut conn = pin!(shared.builder.serve_connection(io, service));
@@ -228,12 +231,14 @@ async fn connection(stream: TcpStream, peer: SocketAddr, slot: Slot, shared: Con
     drop(shared.close_rx);
 }
 
-/// The router for one connection: marks the connection busy for each request
-/// and gives handlers the peer address as `ConnectInfo<SocketAddr>`.
+/// The router for one connection: marks the connection busy for each request,
+/// puts its body under the body deadline and gives handlers the peer address
+/// as `ConnectInfo<SocketAddr>`.
 struct ConnService {
     router: Router,
     peer: SocketAddr,
     activity: Arc<Activity>,
+    body_timeout: Duration,
 }
 
 type ServeFuture = Pin<Box<dyn Future<Output = Result<Response<GuardedBody>, Infallible>> + Send>>;
@@ -243,8 +248,9 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
     type Error = Infallible;
     type Future = ServeFuture;
 
-    fn call(&self, mut req: Request<Incoming>) -> ServeFuture {
+    fn call(&self, req: Request<Incoming>) -> ServeFuture {
         let guard = self.activity.begin_request();
+        let mut req = req.map(|body| DeadlineBody::new(body, self.body_timeout));
         req.extensions_mut().insert(ConnectInfo(self.peer));
         let response = self.router.clone().oneshot(req);
         Box::pin(async move {

@@ -1,9 +1,10 @@
-//! Serving HTTP/1 with bounds on what a client may hold: a header deadline,
-//! an idle deadline, per-address and global connection caps, and a reserve of
+//! Serving HTTP/1 with bounds on what a client may hold: header, body and
+//! idle deadlines, per-address and global connection caps, and a reserve of
 //! file descriptors for everything else the process opens.
 
 mod accept;
 mod activity;
+mod body_deadline;
 pub mod fd_limit;
 mod limits;
 

@@ -147,6 +147,51 @@ async fn a_request_head_must_arrive_whole_within_the_header_timeout() {
 }
 
 #[tokio::test]
+async fn a_request_body_must_arrive_whole_within_the_body_timeout() {
+    let app = spawn_app_with(|m| {
+        m.insert("PIGEONHOLE_HTTP_BODY_TIMEOUT".into(), "0.3".into());
+    })
+    .await;
+    for path in ["/api/v1/domains", "/sns/ses"] {
+        let mut stream = connect_from(&app, "127.0.0.1").await;
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: t\r\nauthorization: Bearer {}\r\n\
+             content-type: application/json\r\ncontent-length: 1000\r\n\r\n{{",
+            app.key
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let started = Instant::now();
+        // A body byte every 50 ms: never idle, never done.
+        let (mut reader, mut writer) = stream.into_split();
+        let dribbler = tokio::spawn(async move {
+            for _ in 0..60 {
+                if writer.write_all(b" ").await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        let r = tokio::time::timeout(Duration::from_secs(3), read_response(&mut reader))
+            .await
+            .unwrap_or_else(|_| panic!("{path}: no reply while the body trickles"))
+            .expect("a reply");
+        let took = started.elapsed();
+        assert_eq!(r.status, 408, "{path}: {}", r.head);
+        assert_eq!(r.body["code"], "request_timeout", "{path}");
+        assert!(
+            took >= Duration::from_millis(250) && took < Duration::from_millis(1500),
+            "{path}: {took:?}"
+        );
+        assert!(
+            closed_within(&mut reader, Duration::from_secs(2))
+                .await
+                .is_some()
+        );
+        dribbler.abort();
+    }
+}
+
+#[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let app = spawn_app_with(|m| {
         m.insert("PIGEONHOLE_HTTP_HEADER_TIMEOUT".into(), "0.2".into());
