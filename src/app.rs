@@ -151,6 +151,8 @@ pub async fn serve(
         idle_timeout: http.idle_timeout,
         max_connections: crate::server::fd_limit::connection_cap(http.max_connections, fd_limit),
         max_connections_per_ip: http.max_connections_per_ip,
+        max_header_bytes: http.max_header_bytes,
+        max_uri_bytes: http.max_uri_bytes,
     };
     tracing::info!(
         fd_limit = fd_limit.unwrap_or(0),

@@ -61,8 +61,9 @@ pub struct HttpSettings {
     pub max_uri_bytes: usize,
 }
 
-/// The largest header and URI limits accepted: below hyper's own hard limits
-/// (a 400 KB read buffer, a 64 KB URI), so our JSON 431/414 answers first.
+/// The largest header and URI limits accepted: below hyper's own hard limit on
+/// a URI (64 KB), so our JSON 414 answers first (its read buffer is sized from
+/// these, see `crate::server`).
 pub const HTTP_MAX_HEADER_BYTES_CEILING: usize = 256 * 1024;
 pub const HTTP_MAX_URI_BYTES_CEILING: usize = 60 * 1024;
 

@@ -1,6 +1,7 @@
 //! The accept loop: admits each connection against the caps, serves it with
 //! hyper's HTTP/1 connection, and closes it when its header or idle deadline
-//! passes or a newcomer needs its place. Graceful shutdown stops accepting and
+//! passes or a newcomer needs its place (request bodies have their own
+//! deadline, see `body_deadline`). Graceful shutdown stops accepting and
 //! lets requests in flight finish.
 
 use std::convert::Infallible;
@@ -47,6 +48,19 @@ pub struct ServeLimits {
     pub max_connections: usize,
     /// 0: no per-address cap.
     pub max_connections_per_ip: usize,
+    /// The API's own header and URI limits (answered with JSON by `api::edge`);
+    /// hyper's read buffer is sized from them.
+    pub max_header_bytes: usize,
+    pub max_uri_bytes: usize,
+}
+
+impl ServeLimits {
+    /// hyper's read buffer, and so its own (empty-bodied) 431: well above the
+    /// API's limits, so those answer first, yet far below hyper's 400 KB
+    /// default, which let each connection buffer that much of a head.
+    fn read_buffer(&self) -> usize {
+        2 * (self.max_header_bytes + self.max_uri_bytes) + 8192
+    }
 }
 
 /// Binds the HTTP listener with a deep accept queue.
@@ -75,7 +89,8 @@ pub async fn serve(
     // measure both from the end of the previous response.
     builder
         .header_read_timeout(None)
-        .max_headers(HYPER_MAX_HEADERS);
+        .max_headers(HYPER_MAX_HEADERS)
+        .max_buf_size(limits.read_buffer());
     let builder = Arc::new(builder);
     let limits = Arc::new(limits);
 
@@ -197,7 +212,15 @@ async fn connection(stream: TcpStream, peer: SocketAddr, slot: Slot, shared: Con
     let (header, idle) = (shared.limits.header_timeout, shared.limits.idle_timeout);
     loop {
         if activity.is_evicted() {
-            break;
+            // Chosen while idle; should a request have begun meanwhile, it
+            // finishes first.
+            if !activity.is_busy() {
+                break;
+            }
+            if !draining {
+                conn.as_mut().graceful_shutdown();
+                draining = true;
+            }
         }
         let wake = match activity.deadline(header, idle) {
             Some((at, why)) if at <= std::time::Instant::now() => {

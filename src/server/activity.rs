@@ -100,12 +100,16 @@ impl Activity {
 
     /// May be closed to make room: not in the middle of serving a request.
     pub fn evictable(&self) -> bool {
-        !self.busy.load(Relaxed) && !self.evicted.load(Relaxed)
+        !self.is_busy() && !self.is_evicted()
     }
 
     pub fn evict(&self) {
         self.evicted.store(true, Relaxed);
         self.changed.notify_one();
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Relaxed)
     }
 
     pub fn is_evicted(&self) -> bool {

@@ -480,6 +480,24 @@ async fn heads_over_the_limits_are_431_and_414_json() {
 }
 
 #[tokio::test]
+async fn a_head_far_over_the_limits_is_not_buffered() {
+    let app = spawn_app_with(|m| {
+        m.insert("PIGEONHOLE_HTTP_MAX_HEADER_BYTES".into(), "8192".into());
+        m.insert("PIGEONHOLE_HTTP_MAX_URI_BYTES".into(), "2048".into());
+    })
+    .await;
+    // 64 KB of one header and no end: hyper's buffer (sized from the limits,
+    // not its 400 KB default) is full long before, so it answers and closes
+    // without waiting for the header timeout.
+    let mut stream = connect_from(&app, "127.0.0.1").await;
+    let mut head = b"GET /healthz HTTP/1.1\r\nhost: t\r\nx-big: ".to_vec();
+    head.extend(std::iter::repeat_n(b'a', 64 * 1024));
+    let _ = stream.write_all(&head).await;
+    let took = closed_within(&mut stream, Duration::from_secs(3)).await;
+    assert!(took.is_some_and(|t| t < Duration::from_secs(1)), "{took:?}");
+}
+
+#[tokio::test]
 async fn a_wrong_method_is_405_json() {
     let app = spawn_app().await;
     let r = app.call("DELETE", "/healthz", None, None).await;
