@@ -9,7 +9,7 @@ use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::app::AppState;
+use crate::config::HttpSettings;
 use crate::error::ApiError;
 
 /// Request headers answered with a JSON 431 above this count; hyper's
@@ -19,8 +19,25 @@ pub const MAX_HEADER_COUNT: usize = 100;
 /// Framework error bodies longer than this are not quoted in the envelope.
 const QUOTED_BODY_LIMIT: usize = 1024;
 
-pub async fn edge(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if let Err(e) = check_head(&req, &state.config.http) {
+/// The limits the edge checks; a small copy, not the whole `AppState`, is
+/// cloned into each request.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadLimits {
+    pub max_header_bytes: usize,
+    pub max_uri_bytes: usize,
+}
+
+impl From<&HttpSettings> for HeadLimits {
+    fn from(http: &HttpSettings) -> HeadLimits {
+        HeadLimits {
+            max_header_bytes: http.max_header_bytes,
+            max_uri_bytes: http.max_uri_bytes,
+        }
+    }
+}
+
+pub async fn edge(State(limits): State<HeadLimits>, req: Request, next: Next) -> Response {
+    if let Err(e) = check_head(&req, limits) {
         return e.into_response();
     }
     let resp = next.run(req).await;
@@ -30,7 +47,7 @@ pub async fn edge(State(state): State<AppState>, req: Request, next: Next) -> Re
     envelope(resp).await
 }
 
-fn check_head(req: &Request, limits: &crate::config::HttpSettings) -> Result<(), ApiError> {
+fn check_head(req: &Request, limits: HeadLimits) -> Result<(), ApiError> {
     if uri_len(req.uri()) > limits.max_uri_bytes {
         return Err(ApiError::UriTooLong {
             limit: limits.max_uri_bytes,

@@ -115,7 +115,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/openapi.json", get(openapi::document))
         .nest("/api/v1", api)
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), edge::edge))
+        .layer(middleware::from_fn_with_state(
+            edge::HeadLimits::from(&state.config.http),
+            edge::edge,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             metrics::track,
