@@ -1,7 +1,6 @@
 //! The application: state built from a `Config`, served on a given listener,
 //! with graceful shutdown.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::http::{HeaderName, Request};
@@ -136,23 +135,35 @@ impl tower_http::request_id::MakeRequestId for MakeRequestUuidLike {
     }
 }
 
-/// Serves until `shutdown` resolves; in-flight requests finish first.
+/// Serves until `shutdown` resolves; in-flight requests finish first. Raises
+/// the open-file limit and sizes the connection cap below it.
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let webhooks = state.webhooks.clone();
-    let app = http_app(state);
-    let served = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await;
+    let http = &state.config.http;
+    let fd_limit = crate::server::fd_limit::raise_to_hard_limit();
+    let limits = crate::server::ServeLimits {
+        header_timeout: http.header_timeout,
+        body_timeout: http.body_timeout,
+        idle_timeout: http.idle_timeout,
+        max_connections: crate::server::fd_limit::connection_cap(http.max_connections, fd_limit),
+        max_connections_per_ip: http.max_connections_per_ip,
+        max_header_bytes: http.max_header_bytes,
+        max_uri_bytes: http.max_uri_bytes,
+    };
+    tracing::info!(
+        fd_limit = fd_limit.unwrap_or(0),
+        max_connections = limits.max_connections,
+        max_connections_per_ip = limits.max_connections_per_ip,
+        "http connection limits"
+    );
+    let counters = state.metrics.connections.clone();
+    crate::server::serve(http_app(state), listener, limits, counters, shutdown).await;
     // Then webhook delivery: no new claims, attempts in flight finish and are recorded.
     webhooks.shutdown().await;
-    served?;
     Ok(())
 }
 

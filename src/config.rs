@@ -38,7 +38,34 @@ pub struct Config {
     pub ses_endpoint: Option<String>,
     /// SNS topic ARNs whose notifications are accepted at `/sns/ses`.
     pub sns_topics: Vec<String>,
+    pub http: HttpSettings,
 }
+
+/// Bounds on what HTTP clients may hold: time, connections and head size.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// A request head (request line and headers) must arrive whole within
+    /// this time, counted from its first byte (from accept for a new connection).
+    pub header_timeout: Duration,
+    /// A request body must arrive whole within this time of its head.
+    pub body_timeout: Duration,
+    /// A keep-alive connection with no request in flight is closed after this.
+    pub idle_timeout: Duration,
+    /// Open HTTP connections; `None` means derived from the file limit at start.
+    pub max_connections: Option<usize>,
+    /// Open HTTP connections from one IPv4 address or IPv6 /64; 0 means no cap.
+    pub max_connections_per_ip: usize,
+    /// Request headers (names, values and separators) above this are 431.
+    pub max_header_bytes: usize,
+    /// A request URI longer than this is 414.
+    pub max_uri_bytes: usize,
+}
+
+/// The largest header and URI limits accepted: below hyper's own hard limit on
+/// a URI (64 KB), so our JSON 414 answers first (its read buffer is sized from
+/// these, see `crate::server`).
+pub const HTTP_MAX_HEADER_BYTES_CEILING: usize = 256 * 1024;
+pub const HTTP_MAX_URI_BYTES_CEILING: usize = 60 * 1024;
 
 /// A bad setting: names the variable and says what is wrong, in one line.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +100,13 @@ const VARS: &[&str] = &[
     "PIGEONHOLE_SES_REGION",
     "PIGEONHOLE_SES_ENDPOINT",
     "PIGEONHOLE_SNS_TOPICS",
+    "PIGEONHOLE_HTTP_HEADER_TIMEOUT",
+    "PIGEONHOLE_HTTP_BODY_TIMEOUT",
+    "PIGEONHOLE_HTTP_IDLE_TIMEOUT",
+    "PIGEONHOLE_HTTP_MAX_CONNECTIONS",
+    "PIGEONHOLE_HTTP_MAX_CONNECTIONS_PER_IP",
+    "PIGEONHOLE_HTTP_MAX_HEADER_BYTES",
+    "PIGEONHOLE_HTTP_MAX_URI_BYTES",
 ];
 
 impl Config {
@@ -211,10 +245,8 @@ impl Config {
         }
 
         let timeout_var = "PIGEONHOLE_WEBHOOK_TIMEOUT";
-        let webhook_timeout = parse_seconds(timeout_var, &get(timeout_var).unwrap_or("10".into()))?;
-        if webhook_timeout.is_zero() {
-            return Err(bad(timeout_var, "must be more than zero"));
-        }
+        let webhook_timeout =
+            positive_seconds(timeout_var, &get(timeout_var).unwrap_or("10".into()))?;
 
         let rate_var = "PIGEONHOLE_RATE_LIMIT";
         let rate_limit: u32 = get(rate_var)
@@ -249,6 +281,44 @@ impl Config {
             ));
         }
 
+        let http = HttpSettings {
+            header_timeout: positive_seconds(
+                "PIGEONHOLE_HTTP_HEADER_TIMEOUT",
+                &get("PIGEONHOLE_HTTP_HEADER_TIMEOUT").unwrap_or("10".into()),
+            )?,
+            body_timeout: positive_seconds(
+                "PIGEONHOLE_HTTP_BODY_TIMEOUT",
+                &get("PIGEONHOLE_HTTP_BODY_TIMEOUT").unwrap_or("120".into()),
+            )?,
+            idle_timeout: positive_seconds(
+                "PIGEONHOLE_HTTP_IDLE_TIMEOUT",
+                &get("PIGEONHOLE_HTTP_IDLE_TIMEOUT").unwrap_or("75".into()),
+            )?,
+            max_connections: match get("PIGEONHOLE_HTTP_MAX_CONNECTIONS").as_deref() {
+                None | Some("") | Some("auto") => None,
+                Some(s) => Some(parse_count(
+                    "PIGEONHOLE_HTTP_MAX_CONNECTIONS",
+                    s,
+                    1..=10_000_000,
+                )?),
+            },
+            max_connections_per_ip: parse_count(
+                "PIGEONHOLE_HTTP_MAX_CONNECTIONS_PER_IP",
+                &get("PIGEONHOLE_HTTP_MAX_CONNECTIONS_PER_IP").unwrap_or("128".into()),
+                0..=10_000_000,
+            )?,
+            max_header_bytes: parse_count(
+                "PIGEONHOLE_HTTP_MAX_HEADER_BYTES",
+                &get("PIGEONHOLE_HTTP_MAX_HEADER_BYTES").unwrap_or("32768".into()),
+                1024..=HTTP_MAX_HEADER_BYTES_CEILING,
+            )?,
+            max_uri_bytes: parse_count(
+                "PIGEONHOLE_HTTP_MAX_URI_BYTES",
+                &get("PIGEONHOLE_HTTP_MAX_URI_BYTES").unwrap_or("8192".into()),
+                256..=HTTP_MAX_URI_BYTES_CEILING,
+            )?,
+        };
+
         Ok(Config {
             listen,
             database_url,
@@ -267,6 +337,7 @@ impl Config {
             ses_region,
             ses_endpoint,
             sns_topics,
+            http,
         })
     }
 }
@@ -293,6 +364,34 @@ fn parse_seconds(var: &str, s: &str) -> Result<Duration, ConfigError> {
             bad(
                 var,
                 format!("expected seconds (0 to 86400, decimals allowed), got {s:?}"),
+            )
+        })
+}
+
+fn positive_seconds(var: &str, s: &str) -> Result<Duration, ConfigError> {
+    let d = parse_seconds(var, s)?;
+    if d.is_zero() {
+        return Err(bad(var, "must be more than zero"));
+    }
+    Ok(d)
+}
+
+fn parse_count(
+    var: &str,
+    s: &str,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<usize, ConfigError> {
+    s.parse::<usize>()
+        .ok()
+        .filter(|n| range.contains(n))
+        .ok_or_else(|| {
+            bad(
+                var,
+                format!(
+                    "expected a whole number from {} to {}, got {s:?}",
+                    range.start(),
+                    range.end()
+                ),
             )
         })
 }
@@ -360,6 +459,13 @@ mod tests {
         assert_eq!(c.webhook_retry_delays[3], Duration::from_secs(30));
         assert_eq!(c.webhook_timeout, Duration::from_secs(10));
         assert_eq!(c.rate_limit, 300);
+        assert_eq!(c.http.header_timeout, Duration::from_secs(10));
+        assert_eq!(c.http.idle_timeout, Duration::from_secs(75));
+        assert_eq!(c.http.body_timeout, Duration::from_secs(120));
+        assert_eq!(c.http.max_connections, None);
+        assert_eq!(c.http.max_connections_per_ip, 128);
+        assert_eq!(c.http.max_header_bytes, 32768);
+        assert_eq!(c.http.max_uri_bytes, 8192);
     }
 
     #[test]
@@ -376,6 +482,13 @@ mod tests {
             ("PIGEONHOLE_RATE_LIMIT", "0"),
             ("PIGEONHOLE_DNS_SERVERS", "1.1.1.1"),
             ("PIGEONHOLE_PUBLIC_URL", "ftp://x"),
+            ("PIGEONHOLE_HTTP_HEADER_TIMEOUT", "0"),
+            ("PIGEONHOLE_HTTP_IDLE_TIMEOUT", "soon"),
+            ("PIGEONHOLE_HTTP_BODY_TIMEOUT", "0"),
+            ("PIGEONHOLE_HTTP_MAX_CONNECTIONS", "0"),
+            ("PIGEONHOLE_HTTP_MAX_CONNECTIONS_PER_IP", "-1"),
+            ("PIGEONHOLE_HTTP_MAX_HEADER_BYTES", "1000000"),
+            ("PIGEONHOLE_HTTP_MAX_URI_BYTES", "65535"),
         ] {
             let err = Config::from_map(&map(&[(var, value)])).unwrap_err();
             assert_eq!(err.var, var, "{value}");
@@ -394,6 +507,23 @@ mod tests {
         assert!(c.smtp_listen.is_none());
         assert_eq!(c.webhook_retry_delays[1], Duration::from_millis(50));
         assert_eq!(c.dns_servers.unwrap().len(), 2);
+    }
+
+    #[test]
+    fn http_limits_are_read() {
+        let c = Config::from_map(&map(&[
+            ("PIGEONHOLE_HTTP_HEADER_TIMEOUT", "0.3"),
+            ("PIGEONHOLE_HTTP_IDLE_TIMEOUT", "2"),
+            ("PIGEONHOLE_HTTP_MAX_CONNECTIONS", "50"),
+            ("PIGEONHOLE_HTTP_MAX_CONNECTIONS_PER_IP", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(c.http.header_timeout, Duration::from_millis(300));
+        assert_eq!(c.http.idle_timeout, Duration::from_secs(2));
+        assert_eq!(c.http.max_connections, Some(50));
+        assert_eq!(c.http.max_connections_per_ip, 0);
+        let auto = Config::from_map(&map(&[("PIGEONHOLE_HTTP_MAX_CONNECTIONS", "auto")]));
+        assert_eq!(auto.unwrap().http.max_connections, None);
     }
 
     #[test]

@@ -31,6 +31,15 @@ pub enum ApiError {
     },
     #[error("request body is larger than the 30 MB limit")]
     PayloadTooLarge,
+    #[error("this route does not accept that method")]
+    MethodNotAllowed,
+    #[error("the request URI is longer than the {limit}-byte limit")]
+    UriTooLong { limit: usize },
+    #[error("the request headers exceed the limit of {limit}")]
+    HeadersTooLarge { limit: String },
+    /// A reply made below the handlers (a framework rejection) with its reason.
+    #[error("{message}")]
+    Http { status: StatusCode, message: String },
     #[error("{}", .0.iter().map(|p| format!("{}: {}", p.param, p.message)).collect::<Vec<_>>().join("; "))]
     Invalid(Vec<FieldProblem>),
     #[error("{message}")]
@@ -64,6 +73,10 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+            ApiError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ApiError::Http { status, .. } => *status,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Upstream { status, .. } => {
@@ -80,6 +93,18 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict { .. } => "conflict",
             ApiError::PayloadTooLarge => "payload_too_large",
+            ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::UriTooLong { .. } => "uri_too_long",
+            ApiError::HeadersTooLarge { .. } => "headers_too_large",
+            ApiError::Http { status, .. } => match status.as_u16() {
+                404 => "not_found",
+                408 => "request_timeout",
+                413 => "payload_too_large",
+                422 => "invalid_request",
+                429 => "rate_limited",
+                s if s >= 500 => "server_error",
+                _ => "bad_request",
+            },
             ApiError::Invalid(_) => "invalid_request",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Upstream { .. } => "server_error",

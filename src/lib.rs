@@ -11,6 +11,7 @@ pub mod error;
 pub mod ids;
 pub mod mime;
 pub mod provider;
+pub mod server;
 pub mod smtp;
 pub mod store;
 pub mod webhooks;

@@ -95,7 +95,7 @@ async fn serve(config: Config) -> ExitCode {
     // Handlers first: a SIGTERM while the database is still being opened must
     // stop the process cleanly, not kill it.
     let signal = shutdown_signal_installed();
-    let listener = match tokio::net::TcpListener::bind(config.listen).await {
+    let listener = match pigeonhole::server::listen(config.listen) {
         Ok(l) => l,
         Err(e) => {
             return fail(format!(

@@ -2,14 +2,14 @@
 //! single reads and attachment downloads.
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::api::attachments;
-use crate::api::extract::{Auth, Params, parse_json};
+use crate::api::extract::{Auth, Params, RawBody, parse_json};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
 use crate::core::idempotency::{self, Begin};
@@ -140,7 +140,7 @@ pub async fn send(
     State(s): State<AppState>,
     Auth(key): Auth,
     headers: HeaderMap,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> ApiResult<Response> {
     key.require(Scope::EmailsSend)?;
     let request: Value = parse_json(&body)?;
@@ -156,7 +156,7 @@ pub async fn batch(
     State(s): State<AppState>,
     Auth(key): Auth,
     headers: HeaderMap,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> ApiResult<Response> {
     key.require(Scope::EmailsSend)?;
     let request: Value = parse_json(&body)?;

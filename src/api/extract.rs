@@ -12,6 +12,48 @@ use serde::de::DeserializeOwned;
 use crate::auth::ApiKey;
 use crate::error::{ApiError, Problems};
 
+/// The raw request body, up to the body limit. axum's own `Bytes` extractor
+/// would answer an oversized body with a plain-text 413; this one gives the
+/// spec's `payload_too_large`.
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(req, state)
+            .await
+            .map(RawBody)
+            .map_err(|e: BytesRejection| {
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge
+                } else if let Some(timeout) = timed_out(&e) {
+                    ApiError::Http {
+                        status: StatusCode::REQUEST_TIMEOUT,
+                        message: timeout.to_string(),
+                    }
+                } else {
+                    ApiError::invalid("body", format!("the request body could not be read: {e}"))
+                }
+            })
+    }
+}
+
+/// The body deadline's error (see `crate::server`), if that is why the body
+/// could not be read.
+fn timed_out(e: &BytesRejection) -> Option<&std::io::Error> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::TimedOut
+        {
+            return Some(io);
+        }
+        source = err.source();
+    }
+    None
+}
+
 /// JSON body. Syntax errors, wrong types and unknown enum values are 422 with
 /// `param` naming the path of the bad field; a body over the limit is 413.
 pub struct ApiJson<T>(pub T);
@@ -20,15 +62,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e: BytesRejection| {
-                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::PayloadTooLarge
-                } else {
-                    ApiError::invalid("body", format!("the request body could not be read: {e}"))
-                }
-            })?;
+        let RawBody(bytes) = RawBody::from_request(req, state).await?;
         parse_json(&bytes).map(ApiJson)
     }
 }

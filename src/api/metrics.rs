@@ -1,11 +1,15 @@
-//! Prometheus metrics: request counts and latency histograms by route and status.
+//! Prometheus metrics: request counts and latency histograms by route and
+//! status, and what the connection limits did. Every label comes from a fixed
+//! set, so nothing a client sends can add series.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -22,20 +26,66 @@ struct Series {
     buckets: [u64; BUCKETS.len()],
 }
 
+/// A count that only grows, or a gauge.
+#[derive(Default)]
+pub struct Count(AtomicU64);
+
+impl Count {
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Relaxed);
+    }
+
+    pub fn dec(&self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// What the HTTP connection limits did (kept by `crate::server`).
+#[derive(Default)]
+pub struct ConnectionCounters {
+    pub open: Count,
+    pub header_timeouts: Count,
+    pub idle_timeouts: Count,
+    /// Closed to make room for a newcomer at the global cap.
+    pub evicted: Count,
+    pub refused_per_ip: Count,
+    pub refused_full: Count,
+}
+
+/// The method label: the standard methods, anything else `other`.
+pub fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
 #[derive(Default)]
 pub struct Metrics {
-    series: Mutex<BTreeMap<(String, String, u16), Series>>,
+    /// By method label, route template (or `unmatched`) and status.
+    series: Mutex<BTreeMap<(&'static str, String, u16), Series>>,
+    pub connections: Arc<ConnectionCounters>,
 }
 
 impl Metrics {
-    pub fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
+    pub fn observe(&self, method: &'static str, route: &str, status: u16, seconds: f64) {
         let mut map = match self.series.lock() {
             Ok(m) => m,
             Err(p) => p.into_inner(),
         };
-        let s = map
-            .entry((method.to_string(), route.to_string(), status))
-            .or_default();
+        let s = map.entry((method, route.to_string(), status)).or_default();
         s.count += 1;
         s.sum += seconds;
         for (i, b) in BUCKETS.iter().enumerate() {
@@ -87,13 +137,34 @@ impl Metrics {
                 s.count
             );
         }
+        let c = &self.connections;
+        out.push_str("# HELP pigeonhole_http_connections_open Open HTTP connections.\n");
+        out.push_str("# TYPE pigeonhole_http_connections_open gauge\n");
+        let _ = writeln!(out, "pigeonhole_http_connections_open {}", c.open.get());
+        out.push_str(
+            "# HELP pigeonhole_http_connections_closed_total HTTP connections closed or refused by the connection limits.\n",
+        );
+        out.push_str("# TYPE pigeonhole_http_connections_closed_total counter\n");
+        for (reason, count) in [
+            ("header_timeout", &c.header_timeouts),
+            ("idle_timeout", &c.idle_timeouts),
+            ("evicted", &c.evicted),
+            ("per_ip_cap", &c.refused_per_ip),
+            ("global_cap", &c.refused_full),
+        ] {
+            let _ = writeln!(
+                out,
+                "pigeonhole_http_connections_closed_total{{reason=\"{reason}\"}} {}",
+                count.get()
+            );
+        }
         out
     }
 }
 
 pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     // The matched route template keeps label cardinality bounded.
     let route = req
         .extensions()
@@ -102,7 +173,7 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
         .unwrap_or_else(|| "unmatched".to_string());
     let resp = next.run(req).await;
     state.metrics.observe(
-        &method,
+        method,
         &route,
         resp.status().as_u16(),
         started.elapsed().as_secs_f64(),

@@ -12,6 +12,7 @@ pub mod auth_layer;
 pub mod contacts;
 pub mod domains;
 pub mod drafts;
+pub mod edge;
 pub mod emails;
 pub mod extract;
 pub mod labels;
@@ -119,6 +120,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/openapi.json", get(openapi::document))
         .nest("/api/v1", api)
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            edge::HeadLimits::from(&state.config.http),
+            edge::edge,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             metrics::track,

@@ -1260,9 +1260,15 @@ fn schemas() -> Value {
                     "error": string("Human-readable; for 422 it lists every problem."),
                     "code": {
                         "type": "string",
-                        "description": "For programs.",
+                        "description": "For programs. The last five come from the HTTP edge on any route: \
+                                        405 `method_not_allowed`, 408 `request_timeout` (the body did not arrive \
+                                        in time), 414 `uri_too_long`, 431 `headers_too_large`, \
+                                        and `bad_request` for a request the framework could not read (such as a \
+                                        malformed path).",
                         "enum": ["unauthorized", "forbidden", "not_found", "conflict",
-                                 "payload_too_large", "invalid_request", "rate_limited", "server_error"],
+                                 "payload_too_large", "invalid_request", "rate_limited", "server_error",
+                                 "method_not_allowed", "request_timeout", "uri_too_long", "headers_too_large",
+                                 "bad_request"],
                     },
                     "param": string("422 only: the first offending field (a JSON path such as `to[1]`, or `body`)."),
                     "required_scope": { "$ref": "#/components/schemas/Scope", "description": "403 for a missing scope: the scope the call needs." },

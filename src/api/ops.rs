@@ -21,7 +21,9 @@ pub async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
             tracing::warn!(error = %e, "readiness check failed");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({ "status": "unavailable", "error": "database unreachable" })),
+                Json(
+                    json!({ "status": "unavailable", "error": "database unreachable", "code": "server_error" }),
+                ),
             )
         }
     }

@@ -3,11 +3,11 @@
 //! allow-list (`PIGEONHOLE_SNS_TOPICS`) decide what is accepted.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use crate::api::extract::RawBody;
 use crate::app::AppState;
 use crate::config::Environment;
 use crate::core::provider_events::{self, Ingested};
@@ -16,7 +16,7 @@ use crate::provider::sns::{self, SesNotification, SnsKind};
 
 pub async fn receive(
     State(s): State<AppState>,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let msg = match s.sns.verify(&body).await {
         Ok(m) => m,

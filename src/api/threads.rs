@@ -1,14 +1,13 @@
 //! `/threads`: conversations, their filters, changes, deletion and replies.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::api::emails::push_mailbox_filters;
-use crate::api::extract::{ApiJson, Auth, Params, parse_json};
+use crate::api::extract::{ApiJson, Auth, Params, RawBody, parse_json};
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::core::labels;
@@ -245,7 +244,7 @@ pub async fn reply(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     key.require(Scope::MailWrite)?;
     let value: Value = parse_json(&body)?;

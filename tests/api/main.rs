@@ -11,6 +11,7 @@ mod drafts;
 mod email_lists;
 mod emails;
 mod errors;
+mod http_edge;
 mod idempotency;
 mod inbound;
 mod mailboxes;

@@ -26,7 +26,9 @@ async fn health_readiness_metrics_and_request_ids() {
             .contains("pigeonhole_http_request_duration_seconds_bucket")
     );
     app.db.close().await;
-    assert_eq!(app.call("GET", "/readyz", None, None).await.status, 503);
+    let r = app.call("GET", "/readyz", None, None).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.body["code"], "server_error", "every non-2xx has a code");
 }
 
 #[tokio::test]
