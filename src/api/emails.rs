@@ -33,7 +33,9 @@ const STATUSES: &[&str] = &[
 
 /// Runs `work` under the request's `Idempotency-Key`, if any: a repeat of the
 /// same request replays the stored reply byte for byte, a different request
-/// with the same key is 409, and only successful replies are stored.
+/// with the same key is 409. Successful replies are stored, and so are the
+/// errors of requests that took effect regardless (a message the provider
+/// accepted but that could not be recorded): a retry must not send again.
 async fn idempotent<F, Fut>(
     state: &AppState,
     key: &ApiKey,
@@ -95,34 +97,34 @@ where
             });
         }
     }
-    match work().await {
-        Ok((status, body)) => {
-            let text = body.to_string();
-            idempotency::finish(
-                &state.db,
-                &key.id,
-                endpoint,
-                &idem_key,
-                status.as_u16(),
-                &text,
-            )
-            .await?;
-            let mut resp = Response::new(Body::from(text));
-            *resp.status_mut() = status;
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            Ok(resp)
-        }
+    let (status, body) = match work().await {
+        Ok(answer) => answer,
+        Err(e) if e.took_effect() => (e.status(), e.body()),
         Err(e) => {
             // Failed requests are not stored: the same key may be retried.
             if let Err(db) = idempotency::abandon(&state.db, &key.id, endpoint, &idem_key).await {
                 tracing::warn!(error = %db, "could not release an idempotency key");
             }
-            Err(e)
+            return Err(e);
         }
-    }
+    };
+    let text = body.to_string();
+    idempotency::finish(
+        &state.db,
+        &key.id,
+        endpoint,
+        &idem_key,
+        status.as_u16(),
+        &text,
+    )
+    .await?;
+    let mut resp = Response::new(Body::from(text));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
 }
 
 fn parse_send(value: Value) -> Result<SendBody, ApiError> {

@@ -266,8 +266,14 @@ mod tests {
     fn subjects_whose_lower_case_changes_length() {
         assert_eq!(normalize_subject("Re:\u{212a}"), "\u{212a}");
         assert_eq!(normalize_subject("RE: \u{212a}elvin"), "\u{212a}elvin");
-        assert_eq!(normalize_subject("Re:\u{130}\u{130}\u{130}\u{130}"), "\u{130}\u{130}\u{130}\u{130}");
-        assert_eq!(normalize_subject("Re: Fwd: \u{130}\u{130}\u{130}\u{130}\u{130} x"), "\u{130}\u{130}\u{130}\u{130}\u{130} x");
+        assert_eq!(
+            normalize_subject("Re:\u{130}\u{130}\u{130}\u{130}"),
+            "\u{130}\u{130}\u{130}\u{130}"
+        );
+        assert_eq!(
+            normalize_subject("Re: Fwd: \u{130}\u{130}\u{130}\u{130}\u{130} x"),
+            "\u{130}\u{130}\u{130}\u{130}\u{130} x"
+        );
         assert_eq!(subject_key("Re:\u{212a}"), "k");
         assert_eq!(normalize_subject("\u{212a}e: x"), "\u{212a}e: x");
         assert_eq!(normalize_subject("R\u{e9}: x"), "R\u{e9}: x");

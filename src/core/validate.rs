@@ -74,7 +74,9 @@ pub fn mailbox(raw: &str) -> Result<(Option<String>, String), String> {
         // Control characters (line breaks, NUL…) have no place in a header,
         // and PostgreSQL cannot store NUL.
         if name.contains(char::is_control) {
-            return Err("a display name cannot contain line breaks or other control characters".into());
+            return Err(
+                "a display name cannot contain line breaks or other control characters".into(),
+            );
         }
         let addr = address(inner)?;
         Ok(((!name.is_empty()).then(|| name.to_string()), addr))
@@ -147,7 +149,10 @@ mod tests {
         assert!(mailbox("Bob\u{0} <bob@x.com>").is_err());
         assert!(mailbox("Bob\u{7f} <bob@x.com>").is_err());
         assert_eq!(
-            mailbox("Jos\u{e9} \u{212a} <bob@x.com>").unwrap().0.as_deref(),
+            mailbox("Jos\u{e9} \u{212a} <bob@x.com>")
+                .unwrap()
+                .0
+                .as_deref(),
             Some("Jos\u{e9} \u{212a}")
         );
     }

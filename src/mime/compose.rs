@@ -185,7 +185,10 @@ mod tests {
 
         /// What validation lets into a header: no control character but tab.
         fn header_text() -> impl Strategy<Value = String> {
-            prop_oneof!["([^\\p{Cc}]|\t){0,60}", "( |=|\\?|\"|;|:|a|\u{e9}|\u{212a}|\u{1f426}){0,30}"]
+            prop_oneof![
+                "([^\\p{Cc}]|\t){0,60}",
+                "( |=|\\?|\"|;|:|a|\u{e9}|\u{212a}|\u{1f426}){0,30}"
+            ]
         }
 
         proptest! {

@@ -18,6 +18,7 @@ mod openapi;
 mod ops;
 mod received;
 mod receiver;
+mod send_safety;
 mod sending_rules;
 mod ses_moto;
 mod simulator;
