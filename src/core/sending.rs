@@ -433,12 +433,18 @@ fn sender_mailbox(
 }
 
 /// Sends one message through the provider, recording it whatever happens.
+/// The send runs on a task of its own: a caller that goes away (an HTTP
+/// client that disconnects) must not cancel it during the provider call,
+/// when the provider may have taken the message but it is not recorded yet.
 pub async fn send(
     state: &AppState,
     key: &ApiKey,
     input: SendInput,
 ) -> Result<SendOutcome, ApiError> {
-    start(state, key, input).await?.finish().await
+    let (state, key) = (state.clone(), key.clone());
+    tokio::spawn(async move { start(&state, &key, input).await?.finish().await })
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("a send's task failed: {e}")))?
 }
 
 /// A send the provider has answered and whose record is queued (on SQLite)

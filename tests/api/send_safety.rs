@@ -14,8 +14,8 @@ use pigeonhole::store::{Backend, RowExt, Sql};
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    Resp, TempOutbox, TestApp, Wrapped, Wrapping, assert_error, spawn_app, spawn_app_with,
-    spawn_app_with_provider,
+    Resp, TempOutbox, TestApp, Wrapped, Wrapping, assert_error, eventually, spawn_app,
+    spawn_app_with, spawn_app_with_provider,
 };
 
 /// The simulator, counting the messages handed to it.
@@ -468,4 +468,96 @@ async fn a_reply_lists_at_most_100_attachments_and_counts_them_all() {
         .await;
     assert_eq!(m.body["attachment_count"], 1);
     assert_eq!(m.body["attachments"].as_array().unwrap().len(), 1);
+}
+
+/// The simulator, saying when a message reaches it and answering only
+/// after a pause.
+struct Slow(Simulator, Arc<AtomicUsize>, Arc<tokio::sync::Notify>);
+
+#[async_trait]
+impl Wrapping for Slow {
+    fn inner(&self) -> &dyn Provider {
+        &self.0
+    }
+    async fn send_raw(&self, message: &OutgoingMessage) -> Result<String, ProviderError> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        self.2.notify_one();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        self.0.send_raw(message).await
+    }
+}
+
+/// Posts `body` to `path` as a client that goes away as soon as the
+/// provider has the message.
+async fn give_up(
+    app: &TestApp,
+    reached: &tokio::sync::Notify,
+    path: &str,
+    idempotency_key: Option<&str>,
+    body: &Value,
+) {
+    let mut request = app
+        .client
+        .post(format!("{}{path}", app.base))
+        .bearer_auth(&app.key)
+        .json(body);
+    if let Some(k) = idempotency_key {
+        request = request.header("Idempotency-Key", k);
+    }
+    tokio::select! {
+        r = request.send() => panic!("the send answered before the provider did: {r:?}"),
+        _ = reached.notified() => {}
+    }
+}
+
+/// A client that gives up while its send is with the provider cancels
+/// nothing: the send is recorded, a retry under its key replays the
+/// answer, and the message goes out once.
+#[tokio::test]
+async fn a_client_that_goes_away_mid_send_cancels_nothing() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let reached = Arc::new(tokio::sync::Notify::new());
+    let (counter, signal) = (sent.clone(), reached.clone());
+    let app = spawn_app_with_provider(
+        |_| {},
+        move |_| Arc::new(Wrapped(Slow(Simulator::new(None), counter, signal))),
+    )
+    .await;
+    app.verified_domain("example.com").await;
+    let recorded = |n: usize| {
+        let app = &app;
+        async move {
+            eventually("the sends to be recorded", || async {
+                (app.list_all("/api/v1/emails").await.len() == n).then_some(())
+            })
+            .await
+        }
+    };
+
+    let body = send_body("patience");
+    give_up(&app, &reached, "/api/v1/emails", Some("impatient"), &body).await;
+    recorded(1).await;
+    let again = eventually("the key to be settled", || async {
+        let r = post_with_key(&app, "/api/v1/emails", "impatient", &body).await;
+        (r.status != 409).then_some(r)
+    })
+    .await;
+    assert_eq!(again.status, 202, "{}", again.text);
+    assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+
+    // Without a key, and through a thread reply.
+    give_up(&app, &reached, "/api/v1/emails", None, &body).await;
+    recorded(2).await;
+    let thread = again.body["thread_id"].as_str().unwrap();
+    give_up(
+        &app,
+        &reached,
+        &format!("/api/v1/threads/{thread}/reply"),
+        None,
+        &json!({"text": "r"}),
+    )
+    .await;
+    recorded(3).await;
+    assert_eq!(sent.load(Ordering::SeqCst), 3);
 }
