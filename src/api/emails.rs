@@ -395,11 +395,6 @@ pub async fn attachment(
     let (a, bytes) = messages::attachment_content(&s.db, &m.id, &attachment_id)
         .await?
         .ok_or(ApiError::NotFound("attachment"))?;
-    let disposition = format!(
-        "{}; filename=\"{}\"",
-        if a.inline { "inline" } else { "attachment" },
-        a.filename.replace(['"', '\\'], "_")
-    );
     let mut resp = Response::new(Body::from(bytes));
     let h = resp.headers_mut();
     h.insert(
@@ -407,8 +402,88 @@ pub async fn attachment(
         HeaderValue::from_str(&a.content_type)
             .unwrap_or(HeaderValue::from_static("application/octet-stream")),
     );
-    if let Ok(v) = HeaderValue::from_str(&disposition) {
-        h.insert(header::CONTENT_DISPOSITION, v);
-    }
+    h.insert(
+        header::CONTENT_DISPOSITION,
+        content_disposition(a.inline, &a.filename),
+    );
     Ok(resp)
+}
+
+/// `attachment; filename="…"` (or `inline`) with the name in plain ASCII,
+/// anything else replaced by `_`, and, when that changed it, the exact name
+/// as `filename*` (RFC 6266, UTF-8 percent-encoded): a raw UTF-8 name is
+/// not a header value every client reads alike.
+fn content_disposition(inline: bool, filename: &str) -> HeaderValue {
+    let kind = if inline { "inline" } else { "attachment" };
+    let plain: String = filename
+        .chars()
+        .map(|c| {
+            if (c.is_ascii_graphic() || c == ' ') && c != '"' && c != '\\' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut value = format!("{kind}; filename=\"{plain}\"");
+    if plain != filename {
+        value.push_str("; filename*=UTF-8''");
+        for b in filename.bytes() {
+            if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+                value.push(char::from(b));
+            } else {
+                value.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    // Visible ASCII only, so always a header value.
+    HeaderValue::from_str(&value).unwrap_or(HeaderValue::from_static("attachment"))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The name `filename*` carries, decoded.
+    fn extended_name(value: &str) -> Option<String> {
+        let encoded = value.split("filename*=UTF-8''").nth(1)?;
+        let mut bytes = Vec::new();
+        let mut rest = encoded.as_bytes();
+        while let Some((&b, tail)) = rest.split_first() {
+            if b == b'%' {
+                let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+                bytes.push(u8::from_str_radix(hex, 16).ok()?);
+                rest = &tail[2..];
+            } else {
+                bytes.push(b);
+                rest = tail;
+            }
+        }
+        String::from_utf8(bytes).ok()
+    }
+
+    #[test]
+    fn plain_names_stay_plain_and_others_travel_encoded() {
+        let v = content_disposition(false, "report 2026.pdf");
+        assert_eq!(v, "attachment; filename=\"report 2026.pdf\"");
+        let v = content_disposition(true, "M\u{e4}rz \"final\".pdf");
+        let v = v.to_str().unwrap();
+        assert!(v.starts_with("inline; filename=\"M_rz _final_.pdf\"; filename*=UTF-8''M%C3%A4rz%20%22final%22.pdf"), "{v}");
+        assert_eq!(extended_name(v).as_deref(), Some("M\u{e4}rz \"final\".pdf"));
+    }
+
+    proptest! {
+        #[test]
+        fn any_file_name_makes_a_header_that_gives_it_back(name in any::<String>(), inline in any::<bool>()) {
+            let v = content_disposition(inline, &name);
+            let text = v.to_str().expect("visible ASCII");
+            prop_assert!(text.is_ascii());
+            let given = extended_name(text).unwrap_or_else(|| {
+                text.split("filename=\"").nth(1).and_then(|r| r.strip_suffix('"')).unwrap_or_default().to_string()
+            });
+            prop_assert_eq!(given, name);
+        }
+    }
 }

@@ -1239,6 +1239,8 @@ fn schemas() -> Value {
                     "param": string("422 only: the first offending field (a JSON path such as `to[1]`, or `body`)."),
                     "required_scope": { "$ref": "#/components/schemas/Scope", "description": "403 for a missing scope: the scope the call needs." },
                     "scopes": { "type": "array", "items": r("Scope"), "description": "403 for a missing scope: the key's scopes." },
+                    "id": string("500 from a send only: the provider accepted the message but its full record failed. The message's id; it is listed with status `failed`. It was sent: do not send it again (an `Idempotency-Key` retry replays this reply)."),
+                    "provider_message_id": string("With `id`: the provider's id of the message it accepted."),
                 },
             }),
         ),
