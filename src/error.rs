@@ -47,6 +47,16 @@ pub enum ApiError {
     /// An upstream (the provider) failed; `status` is 502 or 503.
     #[error("{message}")]
     Upstream { status: u16, message: String },
+    /// The provider accepted a message whose record could not be written in
+    /// full: it went out, and is recorded (if at all) in a short form with
+    /// status `failed`. The request had its effect: an idempotent retry
+    /// replays this reply instead of sending again.
+    #[error("{message}")]
+    SentNotRecorded {
+        message: String,
+        id: String,
+        provider_message_id: String,
+    },
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -82,8 +92,17 @@ impl ApiError {
             ApiError::Upstream { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
             }
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::SentNotRecorded { .. } | ApiError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
+    }
+
+    /// Whether the request took effect despite the error, so that a retry
+    /// under the same `Idempotency-Key` must replay this reply rather than
+    /// run again.
+    pub fn took_effect(&self) -> bool {
+        matches!(self, ApiError::SentNotRecorded { .. })
     }
 
     pub fn code(&self) -> &'static str {
@@ -108,8 +127,38 @@ impl ApiError {
             ApiError::Invalid(_) => "invalid_request",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Upstream { .. } => "server_error",
-            ApiError::Internal(_) => "server_error",
+            ApiError::SentNotRecorded { .. } | ApiError::Internal(_) => "server_error",
         }
+    }
+
+    /// The JSON body of the reply (spec `{error, code}` and the fields of
+    /// each kind). Internal detail is left out: see [`IntoResponse`].
+    pub fn body(&self) -> serde_json::Value {
+        let mut body = json!({ "error": self.to_string(), "code": self.code() });
+        match self {
+            ApiError::MissingScope { required, scopes } => {
+                body["required_scope"] = json!(required);
+                body["scopes"] = json!(scopes);
+            }
+            ApiError::Invalid(problems) => {
+                if let Some(first) = problems.first() {
+                    body["param"] = json!(first.param);
+                }
+            }
+            ApiError::SentNotRecorded {
+                id,
+                provider_message_id,
+                ..
+            } => {
+                body["id"] = json!(id);
+                body["provider_message_id"] = json!(provider_message_id);
+            }
+            ApiError::Internal(_) => {
+                body["error"] = json!("the server failed to handle this request");
+            }
+            _ => {}
+        }
+        body
     }
 }
 
@@ -122,30 +171,20 @@ impl From<sqlx::Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let mut body = json!({ "error": self.to_string(), "code": self.code() });
-        let mut retry_after = None;
-        match &self {
-            ApiError::MissingScope { required, scopes } => {
-                body["required_scope"] = json!(required);
-                body["scopes"] = json!(scopes);
-            }
-            ApiError::Invalid(problems) => {
-                if let Some(first) = problems.first() {
-                    body["param"] = json!(first.param);
-                }
-            }
+        let body = self.body();
+        let retry_after = match &self {
             ApiError::Conflict {
                 retry_after: Some(s),
                 ..
-            } => retry_after = Some(*s),
-            ApiError::RateLimited { retry_after: s, .. } => retry_after = Some(*s),
+            } => Some(*s),
+            ApiError::RateLimited { retry_after: s, .. } => Some(*s),
             ApiError::Internal(e) => {
                 // The detail goes to the log, never to the client.
                 tracing::error!(error = format!("{e:#}"), "internal error");
-                body["error"] = json!("the server failed to handle this request");
+                None
             }
-            _ => {}
-        }
+            _ => None,
+        };
         let mut resp = (status, axum::Json(body)).into_response();
         if let Some(s) = retry_after {
             resp.headers_mut()

@@ -34,11 +34,6 @@ pub async fn download(
 
 fn response(a: &Attachment, bytes: Vec<u8>) -> Response {
     let inline = a.inline && !runs_in_a_browser(&a.content_type);
-    let disposition = format!(
-        "{}; filename=\"{}\"",
-        if inline { "inline" } else { "attachment" },
-        a.filename.replace(['"', '\\', '\r', '\n'], "_")
-    );
     let mut resp = Response::new(Body::from(bytes));
     let h = resp.headers_mut();
     h.insert(
@@ -48,7 +43,7 @@ fn response(a: &Attachment, bytes: Vec<u8>) -> Response {
     );
     h.insert(
         header::CONTENT_DISPOSITION,
-        HeaderValue::from_str(&disposition).unwrap_or(HeaderValue::from_static("attachment")),
+        content_disposition(inline, &a.filename),
     );
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -60,6 +55,37 @@ fn response(a: &Attachment, bytes: Vec<u8>) -> Response {
         HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; sandbox"),
     );
     resp
+}
+
+/// `attachment; filename="…"` (or `inline`) with the name in plain ASCII,
+/// anything else replaced by `_`, and, when that changed it, the exact name
+/// as `filename*` (RFC 6266, UTF-8 percent-encoded): a raw UTF-8 name is
+/// not a header value every client reads alike.
+fn content_disposition(inline: bool, filename: &str) -> HeaderValue {
+    let kind = if inline { "inline" } else { "attachment" };
+    let plain: String = filename
+        .chars()
+        .map(|c| {
+            if (c.is_ascii_graphic() || c == ' ') && c != '"' && c != '\\' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut value = format!("{kind}; filename=\"{plain}\"");
+    if plain != filename {
+        value.push_str("; filename*=UTF-8''");
+        for b in filename.bytes() {
+            if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+                value.push(char::from(b));
+            } else {
+                value.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    // Visible ASCII only, so always a header value.
+    HeaderValue::from_str(&value).unwrap_or(HeaderValue::from_static("attachment"))
 }
 
 /// Types a browser would render as a document able to run script: HTML,
@@ -85,7 +111,50 @@ pub fn runs_in_a_browser(content_type: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::runs_in_a_browser;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The name `filename*` carries, decoded.
+    fn extended_name(value: &str) -> Option<String> {
+        let encoded = value.split("filename*=UTF-8''").nth(1)?;
+        let mut bytes = Vec::new();
+        let mut rest = encoded.as_bytes();
+        while let Some((&b, tail)) = rest.split_first() {
+            if b == b'%' {
+                let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+                bytes.push(u8::from_str_radix(hex, 16).ok()?);
+                rest = &tail[2..];
+            } else {
+                bytes.push(b);
+                rest = tail;
+            }
+        }
+        String::from_utf8(bytes).ok()
+    }
+
+    #[test]
+    fn plain_names_stay_plain_and_others_travel_encoded() {
+        let v = content_disposition(false, "report 2026.pdf");
+        assert_eq!(v, "attachment; filename=\"report 2026.pdf\"");
+        let v = content_disposition(true, "M\u{e4}rz \"final\".pdf");
+        let v = v.to_str().unwrap();
+        assert!(v.starts_with("inline; filename=\"M_rz _final_.pdf\"; filename*=UTF-8''M%C3%A4rz%20%22final%22.pdf"), "{v}");
+        assert_eq!(extended_name(v).as_deref(), Some("M\u{e4}rz \"final\".pdf"));
+    }
+
+    proptest! {
+        #[test]
+        fn any_file_name_makes_a_header_that_gives_it_back(name in any::<String>(), inline in any::<bool>()) {
+            let v = content_disposition(inline, &name);
+            let text = v.to_str().expect("visible ASCII");
+            prop_assert!(text.is_ascii());
+            let given = extended_name(text).unwrap_or_else(|| {
+                text.split("filename=\"").nth(1).and_then(|r| r.strip_suffix('"')).unwrap_or_default().to_string()
+            });
+            prop_assert_eq!(given, name);
+        }
+    }
 
     #[test]
     fn active_types_are_recognised_whatever_their_case_and_parameters() {

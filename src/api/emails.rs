@@ -34,18 +34,26 @@ const STATUSES: &[&str] = &[
 
 /// Runs `work` under the request's `Idempotency-Key`, if any: a repeat of the
 /// same request replays the stored reply byte for byte, a different request
-/// with the same key is 409, and only successful replies are stored.
+/// with the same key is 409. Successful replies are stored, and so are the
+/// errors of requests that took effect regardless (a message the provider
+/// accepted but that could not be recorded): a retry must not send again.
+///
+/// `work`, and the storing of its reply, run on a task of their own (see
+/// [`detached`]): a client that goes away (a timeout, a dropped connection)
+/// must neither cancel a send in the middle of the provider call nor leave
+/// the key `running` over a send that happened, for a retry to take over
+/// once the record is stale and send again.
 async fn idempotent<F, Fut>(
     state: &AppState,
     key: &ApiKey,
-    endpoint: &str,
+    endpoint: &'static str,
     headers: &HeaderMap,
     request: &Value,
     work: F,
 ) -> Result<Response, ApiError>
 where
-    F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = Result<(StatusCode, Value), ApiError>>,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(StatusCode, Value), ApiError>> + Send + 'static,
 {
     let idem_key = match headers.get("idempotency-key") {
         None => None,
@@ -65,7 +73,7 @@ where
         }
     };
     let Some(idem_key) = idem_key else {
-        let (status, body) = work().await?;
+        let (status, body) = detached(work()).await?;
         return Ok((status, Json(body)).into_response());
     };
     let fp = idempotency::fingerprint(request);
@@ -96,34 +104,42 @@ where
             });
         }
     }
-    match work().await {
-        Ok((status, body)) => {
-            let text = body.to_string();
-            idempotency::finish(
-                &state.db,
-                &key.id,
-                endpoint,
-                &idem_key,
-                status.as_u16(),
-                &text,
-            )
-            .await?;
-            let mut resp = Response::new(Body::from(text));
-            *resp.status_mut() = status;
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            Ok(resp)
-        }
-        Err(e) => {
-            // Failed requests are not stored: the same key may be retried.
-            if let Err(db) = idempotency::abandon(&state.db, &key.id, endpoint, &idem_key).await {
-                tracing::warn!(error = %db, "could not release an idempotency key");
+    let db = state.db.clone();
+    let key_id = key.id.clone();
+    let (status, text) = detached(async move {
+        let (status, body) = match work().await {
+            Ok(answer) => answer,
+            Err(e) if e.took_effect() => (e.status(), e.body()),
+            Err(e) => {
+                // Failed requests are not stored: the same key may be retried.
+                if let Err(gone) = idempotency::abandon(&db, &key_id, endpoint, &idem_key).await {
+                    tracing::warn!(error = %gone, "could not release an idempotency key");
+                }
+                return Err(e);
             }
-            Err(e)
-        }
-    }
+        };
+        let text = body.to_string();
+        idempotency::finish(&db, &key_id, endpoint, &idem_key, status.as_u16(), &text).await?;
+        Ok((status, text))
+    })
+    .await?;
+    let mut resp = Response::new(Body::from(text));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+/// Runs `work` to its end on a task of its own, whether or not its caller
+/// waits for it.
+async fn detached<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T, ApiError>> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::spawn(work)
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("a request's task failed: {e}")))?
 }
 
 fn parse_send(value: Value) -> Result<SendBody, ApiError> {
@@ -144,11 +160,23 @@ pub async fn send(
 ) -> ApiResult<Response> {
     key.require(Scope::EmailsSend)?;
     let request: Value = parse_json(&body)?;
-    idempotent(&s, &key, "POST /emails", &headers, &request, || async {
-        let input = sending::validate(parse_send(request.clone())?)?;
-        let outcome = sending::send(&s, &key, input).await?;
-        Ok((StatusCode::ACCEPTED, outcome.to_json()))
-    })
+    let (state, caller, body) = (s.clone(), key.clone(), request.clone());
+    idempotent(
+        &s,
+        &key,
+        "POST /emails",
+        &headers,
+        &request,
+        || async move {
+            let input = sending::validate(parse_send(body)?)?;
+            // Not `sending::send`, which would run on yet another task.
+            let outcome = sending::start(&state, &caller, input)
+                .await?
+                .finish()
+                .await?;
+            Ok((StatusCode::ACCEPTED, outcome.to_json()))
+        },
+    )
     .await
 }
 
@@ -190,7 +218,9 @@ pub async fn batch(
             format!("at most {MAX_BATCH} emails per batch"),
         ));
     }
-    idempotent(&s, &key, "POST /emails/batch", &headers, &request, || async {
+    let (state, caller) = (s.clone(), key.clone());
+    idempotent(&s, &key, "POST /emails/batch", &headers, &request, || async move {
+        let (s, key) = (state, caller);
         let mut results = Vec::with_capacity(items.len());
         let (mut sent, mut failed) = (0, 0);
         // Sends are attempted in order, one at a time; their records are

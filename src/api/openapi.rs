@@ -327,7 +327,11 @@ static OPS: &[Op] = &[
               with status `rejected`). 429 with `Retry-After` also means the provider's 24-hour \
               quota cannot admit the recipients, or its account's sending is paused (nothing \
               recorded), or the provider throttled the send (recorded `failed`); 503, the \
-              provider could not be reached (recorded `failed`).",
+              provider could not be reached (recorded `failed`). A 500 whose body carries `id` \
+              and `provider_message_id` means the provider accepted the message but its full \
+              record failed: it was sent, it is listed with status `failed` and that `error`, \
+              and a retry under the same `Idempotency-Key` replays this reply instead of \
+              sending again.",
         idempotent: true,
         body: Content::Json("SendRequest"),
         replies: &[ok(
@@ -1273,6 +1277,8 @@ fn schemas() -> Value {
                     "param": string("422 only: the first offending field (a JSON path such as `to[1]`, or `body`)."),
                     "required_scope": { "$ref": "#/components/schemas/Scope", "description": "403 for a missing scope: the scope the call needs." },
                     "scopes": { "type": "array", "items": r("Scope"), "description": "403 for a missing scope: the key's scopes." },
+                    "id": string("500 from a send only: the provider accepted the message but its full record failed. The message's id; it is listed with status `failed`. It was sent: do not send it again (an `Idempotency-Key` retry replays this reply)."),
+                    "provider_message_id": string("With `id`: the provider's id of the message it accepted."),
                 },
             }),
         ),
@@ -1407,7 +1413,8 @@ fn schemas() -> Value {
                             "description": "Headers: those given on send, or every header of received mail (a repeated header as an array).",
                             "additionalProperties": one_or_many("Header value(s)."),
                         },
-                        "attachments": { "type": "array", "items": r("Attachment") },
+                        "attachments": { "type": "array", "maxItems": 100, "items": r("Attachment") },
+                        "attachment_count": integer("How many attachments the message has; only the first 100 (in the order stored) are listed in `attachments`. The others stay downloadable by id and are in the raw MIME (`GET /api/v1/messages/{id}/raw`)."),
                         "events": { "type": "array", "items": r("Event") },
                     })),
                 ],
@@ -1470,11 +1477,12 @@ fn schemas() -> Value {
                     "subject": string("Defaults to empty."),
                     "html": string("HTML body."),
                     "text": string("Plain-text body."),
-                    "headers": { "type": "object", "additionalProperties": { "type": "string" }, "description": "Extra headers, name to value." },
+                    "headers": { "type": "object", "maxProperties": 50, "additionalProperties": { "type": "string" }, "description": "Extra headers, name to value; at most 50. Headers the service writes (From, Subject, Message-ID…) and every `X-SES-*` header (instructions to SES, such as `X-SES-CONFIGURATION-SET`) are refused with 422 naming `headers.<name>`." },
                     "thread_id": string("Adds the message to an existing thread."),
                     "in_reply_to": string("In-Reply-To, for callers building threads themselves."),
                     "references": one_or_many("References, for callers building threads themselves."),
                     "attachments": { "type": "array", "maxItems": 20, "items": r("AttachmentInput") },
+                    "tags": { "type": ["array", "object"], "maxItems": 50, "maxProperties": 50, "description": "Not used by this service (neither stored nor passed to the provider); accepted for compatibility, at most 50 entries as SES allows." },
                 }),
             ),
         ),
@@ -1873,7 +1881,7 @@ fn schemas() -> Value {
                     "bcc": one_or_many("Blind-copy recipients."),
                     "subject": string("Defaults to `Re: ` plus the thread subject."),
                     "quote": { "type": "boolean", "default": true, "description": "Append the message being answered." },
-                    "headers": { "type": "object", "additionalProperties": { "type": "string" }, "description": "Extra headers, name to value." },
+                    "headers": { "type": "object", "maxProperties": 50, "additionalProperties": { "type": "string" }, "description": "Extra headers, name to value; at most 50. Headers the service writes (From, Subject, Message-ID…) and every `X-SES-*` header (instructions to SES, such as `X-SES-CONFIGURATION-SET`) are refused with 422 naming `headers.<name>`." },
                     "attachments": { "type": "array", "maxItems": 20, "items": r("AttachmentInput") },
                 },
             }),

@@ -276,6 +276,7 @@ pub async fn reply(
         in_reply_to: None,
         references: None,
         attachments: b.attachments.clone(),
+        tags: None,
     };
     let checked = sending::validate(probe)?;
     let outcome = thread_actions::reply(

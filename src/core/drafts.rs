@@ -216,7 +216,7 @@ pub async fn delete(state: &AppState, key: &ApiKey, id: &str) -> Result<Message,
 }
 
 /// Sends the draft through the one sending path, into its thread; the draft
-/// is gone once the send is recorded. A failed send keeps the draft.
+/// is gone once the provider has the message. A failed send keeps the draft.
 pub async fn send(
     state: &AppState,
     key: &ApiKey,
@@ -249,9 +249,21 @@ pub async fn send(
         references: Vec::new(),
         attachments: Vec::new(),
     };
-    let outcome = sending::send(state, key, input).await?;
-    remove(state, &d).await?;
-    Ok(outcome)
+    match sending::send(state, key, input).await {
+        Ok(outcome) => {
+            remove(state, &d).await?;
+            Ok(outcome)
+        }
+        // The provider has it, though its record failed: sending the draft
+        // again would send it twice.
+        Err(e) if e.took_effect() => {
+            if let Err(gone) = remove(state, &d).await {
+                tracing::error!(error = %gone, draft = %d.id, "could not remove a draft that was sent");
+            }
+            Err(e)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Draft JSON: the message shape with bodies.

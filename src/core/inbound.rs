@@ -717,8 +717,12 @@ fn safe_filename(name: &str) -> String {
             }
         })
         .collect();
-    let trimmed = cleaned.trim().trim_start_matches('.');
-    trimmed.chars().take(255).collect()
+    // Leading dots (hidden files, `..`) and spaces go however they mix, and
+    // the cut to 255 characters leaves no trailing space: cleaning a
+    // cleaned name changes nothing.
+    let trimmed = cleaned.trim_start_matches(|c: char| c == '.' || c.is_whitespace());
+    let kept: String = trimmed.chars().take(255).collect();
+    kept.trim_end().to_string()
 }
 
 fn parse_mime(raw: &[u8]) -> Option<Parsed> {
@@ -920,6 +924,45 @@ mod tests {
             let b = parse(raw);
             assert_eq!(a.message_id, b.message_id);
             assert!(a.message_id.starts_with('<') && a.message_id.ends_with('>'));
+        }
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #[test]
+            fn file_names_are_cleaned_once_for_all(raw in prop_oneof![any::<String>(), "( |\\.|/|\\\\|\u{0}|\n|a|\u{e9}){0,300}"]) {
+                let clean = safe_filename(&raw);
+                prop_assert_eq!(safe_filename(&clean), clean.clone());
+                prop_assert!(clean.chars().count() <= 255);
+                prop_assert!(!clean.contains(['/', '\\']) && !clean.contains(char::is_control));
+                prop_assert!(!clean.starts_with('.') && clean.trim() == clean);
+            }
+
+            #[test]
+            fn recipients_normalise_once_for_all(raw in prop_oneof![any::<String>(), "<?[A-Za-z0-9.@ <>\u{212a}]{0,20}>?"]) {
+                if let Some(a) = normalize_recipient(&raw) {
+                    prop_assert_eq!(normalize_recipient(&a), Some(a.clone()));
+                }
+            }
+
+            #[test]
+            fn any_bytes_parse(raw in prop::collection::vec(any::<u8>(), 0..2000)) {
+                let p = parse(&raw);
+                prop_assert!(p.message_id.starts_with('<') && p.message_id.ends_with('>'));
+                prop_assert!(!p.subject.contains(char::is_control));
+            }
+
+            #[test]
+            fn any_subject_header_parses_to_one_line(subject in any::<String>()) {
+                let raw = format!("From: a@x.test\r\nSubject: {subject}\r\nMessage-ID: <p@x.test>\r\n\r\nbody\r\n");
+                let p = parse(raw.as_bytes());
+                prop_assert!(!p.subject.contains(char::is_control));
+                prop_assert_eq!(p.message_id, "<p@x.test>");
+            }
         }
     }
 

@@ -191,15 +191,29 @@ pub async fn get(
         .transpose()
 }
 
-pub async fn attachments(db: &Db, message_id: &str) -> Result<Vec<Attachment>, sqlx::Error> {
+/// Attachments a message's single read lists. An inbound message can carry
+/// any number (one with 50,000 made an 8 MB reply); the rest stay
+/// downloadable by id and are in the raw MIME, and `attachment_count` says
+/// how many there are.
+pub const MAX_LISTED_ATTACHMENTS: usize = 100;
+
+/// The first `limit` attachments of a message (in id order, which is the
+/// order they were stored in) and how many it has in all.
+pub async fn attachments(
+    db: &Db,
+    message_id: &str,
+    limit: usize,
+) -> Result<(Vec<Attachment>, i64), sqlx::Error> {
     let rows = Sql::new(
         "SELECT id, message_id, filename, content_type, size, content_id, inline FROM attachments WHERE message_id = ",
     )
     .bind(message_id)
-    .push(" ORDER BY id")
+    .push(" ORDER BY id LIMIT ")
+    .bind(limit as i64)
     .fetch_all(db.reader())
     .await?;
-    rows.iter()
+    let listed = rows
+        .iter()
         .map(|r| {
             Ok(Attachment {
                 id: r.text("id")?,
@@ -211,7 +225,17 @@ pub async fn attachments(db: &Db, message_id: &str) -> Result<Vec<Attachment>, s
                 inline: r.flag("inline")?,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    let total = if listed.len() < limit {
+        listed.len() as i64
+    } else {
+        Sql::new("SELECT COUNT(*) AS n FROM attachments WHERE message_id = ")
+            .bind(message_id)
+            .fetch_one(db.reader())
+            .await?
+            .int("n")?
+    };
+    Ok((listed, total))
 }
 
 /// The bytes of one attachment of a message.
@@ -269,19 +293,16 @@ pub async fn events(db: &Db, message_id: &str) -> Result<Vec<Value>, sqlx::Error
         .collect()
 }
 
-/// The full single-read shape: bodies, attachments and every event.
+/// The full single-read shape: bodies, attachments (the first
+/// [`MAX_LISTED_ATTACHMENTS`], and `attachment_count`) and every event.
 pub async fn full_json(db: &Db, m: &Message) -> Result<Value, sqlx::Error> {
     let mut v = m.summary_json();
     v["text"] = json!(m.text);
     v["html"] = json!(m.html);
     v["headers"] = m.headers.clone();
-    v["attachments"] = Value::Array(
-        attachments(db, &m.id)
-            .await?
-            .iter()
-            .map(|a| a.to_json())
-            .collect(),
-    );
+    let (listed, count) = attachments(db, &m.id, MAX_LISTED_ATTACHMENTS).await?;
+    v["attachments"] = Value::Array(listed.iter().map(|a| a.to_json()).collect());
+    v["attachment_count"] = json!(count);
     v["events"] = Value::Array(events(db, &m.id).await?);
     Ok(v)
 }

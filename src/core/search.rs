@@ -311,6 +311,42 @@ mod tests {
         );
     }
 
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            /// Whatever the query, the FTS5 expression is a list of quoted
+            /// words with nothing inside the quotes that FTS5 could read
+            /// as syntax.
+            #[test]
+            fn queries_become_at_most_sixteen_quoted_words(q in prop_oneof![any::<String>(), "(\"|\\*|-|:|\\(|\\)| |a|OR|NEAR|\u{130}|\u{212a}){0,40}"]) {
+                let words = terms(&q);
+                prop_assert!(words.len() <= 16);
+                for w in &words {
+                    prop_assert!(!w.is_empty());
+                    prop_assert!(!w.contains(|c: char| c == '"' || c == '*' || c.is_whitespace()), "{:?}", w);
+                }
+                match fts_expression(&q) {
+                    Some(expr) => {
+                        prop_assert_eq!(expr.matches('"').count(), 2 * words.len());
+                        prop_assert_eq!(expr, quoted(&words));
+                    }
+                    None => prop_assert!(words.is_empty()),
+                }
+            }
+
+            #[test]
+            fn documents_hold_each_chunk_once(texts in prop::collection::vec(any::<String>(), 0..5)) {
+                let doc = distinct_words(texts.iter().map(String::as_str));
+                let chunks: Vec<&str> = doc.split(' ').filter(|c| !c.is_empty()).collect();
+                let unique: std::collections::HashSet<&&str> = chunks.iter().collect();
+                prop_assert_eq!(unique.len(), chunks.len());
+            }
+        }
+    }
+
     #[test]
     fn queries_become_quoted_words() {
         assert_eq!(

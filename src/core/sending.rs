@@ -30,10 +30,17 @@ use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::provider::{OutgoingMessage, ProviderError};
 use crate::sql;
-use crate::store::{Backend, JobFuture, RowExt, Sql, Tx, execute_all};
+use crate::store::{Backend, Db, JobFuture, RowExt, Sql, Tx, execute_all};
 
 pub const MAX_ATTACHMENTS: usize = 20;
 pub const MAX_RECIPIENTS: usize = 50;
+/// Custom headers one send may set: each is stored with the message and
+/// copied into the MIME, so their number is bounded like their size.
+pub const MAX_HEADERS: usize = 50;
+/// Entries of `tags`, SES's limit on message tags. The service has no use
+/// for tags (they are neither stored nor passed on), but a list longer
+/// than any provider takes is refused rather than silently dropped.
+pub const MAX_TAGS: usize = 50;
 /// Open-tracking tokens: 10 characters of time, then 32 random ones.
 pub const OPEN_TOKEN_LEN: usize = 42;
 
@@ -78,6 +85,8 @@ pub struct SendBody {
     pub in_reply_to: Option<String>,
     pub references: Option<OneOrMany>,
     pub attachments: Option<Vec<AttachmentBody>>,
+    /// Only counted (see [`MAX_TAGS`]); any JSON is accepted.
+    pub tags: Option<Value>,
 }
 
 /// A validated send: every value well-formed.
@@ -141,6 +150,13 @@ fn addresses(problems: &mut Problems, param: &str, values: Vec<String>) -> Vec<N
     out
 }
 
+/// The prefix of the headers through which SES takes instructions
+/// (`X-SES-CONFIGURATION-SET`, `X-SES-SOURCE-ARN`, `X-SES-FROM-ARN`,
+/// `X-SES-RETURN-PATH-ARN`, `X-SES-MESSAGE-TAGS`…): a caller setting them
+/// could send around the configuration set that publishes events, or as
+/// another identity. Matched case-insensitively.
+const PROVIDER_HEADER_PREFIX: &str = "x-ses-";
+
 /// Normalises a Message-ID to its bracketed form.
 pub fn bracket_id(raw: &str) -> Result<String, String> {
     let inner = raw.trim().trim_start_matches('<').trim_end_matches('>');
@@ -149,7 +165,7 @@ pub fn bracket_id(raw: &str) -> Result<String, String> {
         || !inner.contains('@')
         || inner
             .chars()
-            .any(|c| c.is_whitespace() || c == '<' || c == '>')
+            .any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
     {
         return Err(format!("{raw:?} is not a Message-ID"));
     }
@@ -178,8 +194,10 @@ fn mime_type_for(filename: &str) -> &'static str {
     }
 }
 
+/// One line of header text: no control character but tab (line breaks
+/// would start another header; NUL cannot be stored on PostgreSQL).
 fn valid_header_text(s: &str) -> bool {
-    !s.contains(['\r', '\n', '\0'])
+    !s.contains(|c: char| c.is_control() && c != '\t')
 }
 
 /// Checks every field, collecting all problems; the first names `param`.
@@ -212,28 +230,61 @@ pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
         .and_then(|r| p.check("reply_to", validate::mailbox(r).map(|(_, a)| a)));
     let subject = body.subject.unwrap_or_default();
     if !valid_header_text(&subject) {
-        p.add("subject", "must not contain line breaks");
+        p.add(
+            "subject",
+            "must not contain line breaks or other control characters",
+        );
     } else if subject.chars().count() > 998 {
         p.add("subject", "must be at most 998 characters");
     }
     if body.text.is_none() && body.html.is_none() {
         p.add("text", "give text, html or both");
     }
+    // PostgreSQL cannot store NUL; refused here, before anything is sent,
+    // rather than failing the record of a send the provider took.
+    for (param, body_text) in [("text", &body.text), ("html", &body.html)] {
+        if body_text.as_deref().is_some_and(|t| t.contains('\0')) {
+            p.add(param, "must not contain NUL characters");
+        }
+    }
+    if let Some(tags) = &body.tags {
+        let count = match tags {
+            Value::Array(list) => list.len(),
+            Value::Object(map) => map.len(),
+            _ => 0,
+        };
+        if count > MAX_TAGS {
+            p.add("tags", format!("at most {MAX_TAGS} tags"));
+        }
+    }
+    let given_headers = body.headers.unwrap_or_default();
+    if given_headers.len() > MAX_HEADERS {
+        p.add("headers", format!("at most {MAX_HEADERS} custom headers"));
+    }
     let mut headers = Vec::new();
-    for (name, value) in body.headers.unwrap_or_default() {
+    for (name, value) in given_headers.into_iter().take(MAX_HEADERS) {
         let param = format!("headers.{name}");
         let token_ok = !name.is_empty()
             && name.len() <= 76
             && name.bytes().all(|b| b.is_ascii_graphic() && b != b':');
+        let lower = name.to_ascii_lowercase();
         if !token_ok {
             p.add(param, "is not a valid header name");
-        } else if OWNED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        } else if OWNED_HEADERS.contains(&lower.as_str()) {
             p.add(
                 param,
                 "is set by the service and cannot be overridden; use the matching field",
             );
+        } else if lower.starts_with(PROVIDER_HEADER_PREFIX) {
+            p.add(
+                param,
+                "X-SES-* headers are instructions to the provider and cannot be set",
+            );
         } else if !valid_header_text(&value) || value.len() > 998 {
-            p.add(param, "value must be one line of at most 998 characters");
+            p.add(
+                param,
+                "value must be one line of at most 998 characters, without control characters",
+            );
         } else {
             headers.push((name, value));
         }
@@ -273,7 +324,7 @@ pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
         if !valid_header_text(&filename) || filename.chars().count() > 255 {
             p.add(
                 format!("{param}.filename"),
-                "must be one line of at most 255 characters",
+                "must be one line of at most 255 characters, without control characters",
             );
             continue;
         }
@@ -382,35 +433,281 @@ fn sender_mailbox(
 }
 
 /// Sends one message through the provider, recording it whatever happens.
+/// The send runs on a task of its own: a caller that goes away (an HTTP
+/// client that disconnects) must not cancel it during the provider call,
+/// when the provider may have taken the message but it is not recorded yet.
 pub async fn send(
     state: &AppState,
     key: &ApiKey,
     input: SendInput,
 ) -> Result<SendOutcome, ApiError> {
-    start(state, key, input).await?.finish().await
+    let (state, key) = (state.clone(), key.clone());
+    tokio::spawn(async move { start(&state, &key, input).await?.finish().await })
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("a send's task failed: {e}")))?
 }
 
 /// A send the provider has answered and whose record is queued (on SQLite)
 /// or written (on PostgreSQL).
 pub struct PendingSend {
-    written: JobFuture<'static, Result<Message, ApiError>>,
+    /// `None` once settled.
+    written: Option<JobFuture<'static, Result<Message, ApiError>>>,
     failure: Option<ApiError>,
     recipients: usize,
     quota: Arc<QuotaGuard>,
+    /// Set when the provider accepted the message: what to record should
+    /// the full record fail.
+    accepted: Option<AcceptedSend>,
 }
 
 impl PendingSend {
-    /// Waits until the record is committed; then the send's result.
-    pub async fn finish(self) -> Result<SendOutcome, ApiError> {
-        let message = self.written.await?;
-        match self.failure {
-            None => {
+    /// Waits until the record is committed; then the send's result. A
+    /// message the provider accepted whose record fails, by an error or a
+    /// panic, is still recorded, as `failed` (see [`AcceptedSend`]), and
+    /// answered [`ApiError::SentNotRecorded`].
+    pub async fn finish(mut self) -> Result<SendOutcome, ApiError> {
+        let written = match self.written.as_mut() {
+            Some(w) => w.await,
+            None => Err(ApiError::Internal(anyhow::anyhow!(
+                "a send was finished twice"
+            ))),
+        };
+        self.written = None;
+        match (written, self.accepted.take()) {
+            (Ok(message), _) => match self.failure.take() {
+                None => {
+                    self.quota.record(self.recipients);
+                    Ok(SendOutcome { message })
+                }
+                Some(err) => Err(err),
+            },
+            (Err(cause), Some(accepted)) => {
                 self.quota.record(self.recipients);
-                Ok(SendOutcome { message })
+                Err(accepted.record_short(cause).await)
             }
-            Some(err) => Err(err),
+            (Err(cause), None) => Err(cause),
         }
     }
+}
+
+impl Drop for PendingSend {
+    /// A caller that goes away before the record is settled (an HTTP client
+    /// that disconnects) leaves the wait for it, and the short record should
+    /// it fail, to a task of their own.
+    fn drop(&mut self) {
+        let (Some(written), Some(accepted)) = (self.written.take(), self.accepted.take()) else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(cause) = written.await {
+                        accepted.record_short(cause).await;
+                    }
+                });
+            }
+            Err(_) => tracing::error!(
+                id = %accepted.message.id,
+                "a send's record was dropped outside the runtime; it may be missing"
+            ),
+        }
+    }
+}
+
+/// What `error` says of a message recorded in the short form.
+pub const SHORT_RECORD_ERROR: &str = "the provider accepted this message, but the service \
+     could not write its full record (see the server log); it is recorded in short: \
+     no attachments, search entry or place in an existing thread";
+
+/// A message the provider accepted, kept aside until its record is
+/// committed. Should that fail, whatever the cause (an error, a panic in the
+/// record job, a failed group commit), [`AcceptedSend::record_short`]
+/// writes it again in a short form that shares as little as possible with
+/// the full record: a thread of its own, the message row as `failed` with
+/// its `provider_message_id`, its recipients and the `email.failed` outbox
+/// event. The mail went out: it must be listed, and a retry must not send
+/// it again.
+struct AcceptedSend {
+    db: Db,
+    /// The message without its bodies, which stay in `input`.
+    message: Message,
+    input: Arc<SendInput>,
+    new_mailbox: Option<Mailbox>,
+    done_at: i64,
+}
+
+impl AcceptedSend {
+    /// Writes the short record and returns the error to answer.
+    async fn record_short(self, cause: ApiError) -> ApiError {
+        let id = self.message.id.clone();
+        let provider_message_id = self.message.provider_message_id.clone().unwrap_or_default();
+        tracing::error!(
+            %id,
+            %provider_message_id,
+            error = %error_detail(&cause),
+            "the provider accepted a message whose record failed; recording it in short as failed"
+        );
+        let AcceptedSend {
+            db,
+            mut message,
+            input,
+            new_mailbox,
+            done_at,
+        } = self;
+        message.status = "failed".into();
+        message.error = Some(SHORT_RECORD_ERROR.into());
+        message.text = input.text.clone().unwrap_or_default();
+        message.html = input.html.clone().unwrap_or_default();
+        message.has_attachments = false;
+        let backend = db.backend();
+        let written: Result<(), sqlx::Error> = db
+            .write(move |tx| {
+                Box::pin(async move {
+                    if let Some(mb) = &new_mailbox {
+                        message.mailbox_id = mailboxes::insert_or_existing(tx, mb).await?;
+                    }
+                    message.thread_id = ids::new_id("thr");
+                    let writes = [
+                        short_thread_insert(&message),
+                        message_insert(&message, "", None),
+                    ]
+                    .into_iter()
+                    .chain(recipients_insert(&message))
+                    .chain([events::emit_statement(
+                        "email.failed",
+                        Some(&message.mailbox_id),
+                        json!({ "email": message.summary_json(), "occurred_at": clock::iso(done_at) }),
+                    )
+                    .1])
+                    .collect::<Vec<Sql>>();
+                    execute_all(tx, backend, &writes).await
+                })
+            })
+            .await;
+        let message = match written {
+            Ok(()) => format!(
+                "the provider accepted the message (provider message id {provider_message_id}), \
+                 but the service failed to record it in full; it is listed as {id} with status \
+                 failed. It was sent: do not send it again"
+            ),
+            Err(e) => {
+                tracing::error!(
+                    %id,
+                    %provider_message_id,
+                    error = %e,
+                    "the short record of an accepted message failed too: it is not recorded"
+                );
+                format!(
+                    "the provider accepted the message (provider message id {provider_message_id}), \
+                     but the service failed to record it. It was sent: do not send it again"
+                )
+            }
+        };
+        ApiError::SentNotRecorded {
+            message,
+            id,
+            provider_message_id,
+        }
+    }
+}
+
+/// An error with its causes, for the log.
+fn error_detail(e: &ApiError) -> String {
+    match e {
+        ApiError::Internal(inner) => format!("{inner:#}"),
+        other => other.to_string(),
+    }
+}
+
+/// A thread holding just `m`, written without the thread logic of a full
+/// record: the subject as it is, lower-cased for its key.
+fn short_thread_insert(m: &Message) -> Sql {
+    let participants: Vec<Value> = std::iter::once(
+        json!({"name": m.from_name.clone().unwrap_or_default(), "address": m.from_address}),
+    )
+    .chain(
+        m.to.iter()
+            .chain(&m.cc)
+            .map(|a| json!({"name": "", "address": a})),
+    )
+    .collect();
+    sql!(
+        "INSERT INTO threads (id, mailbox_id, mailbox, domain, subject, normalized_subject, snippet, \
+         folders, participants, message_count, unread_count, is_starred, has_attachments, \
+         last_message_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, '', $7, $8, 1, 0, 0, 0, $9, $10)",
+        &m.thread_id,
+        &m.mailbox_id,
+        &m.mailbox,
+        &m.domain,
+        &m.subject,
+        m.subject.to_lowercase(),
+        threads::format_folders(&["sent".to_string()]),
+        Value::Array(participants).to_string(),
+        m.created_at,
+        clock::now_micros()
+    )
+}
+
+/// The INSERT of an outbound message row.
+fn message_insert(m: &Message, search_body: &str, open_token: Option<String>) -> Sql {
+    sql!(
+        "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder, \
+         message_id, provider_message_id, from_address, from_name, to_addresses, cc_addresses, \
+         bcc_addresses, reply_to, subject, text_body, html_body, search_body, headers, in_reply_to, \
+         references_header, status, error, open_count, open_token, is_read, is_starred, \
+         has_attachments, api_key_id, created_at, sent_at) \
+         VALUES ($1, $2, $3, $4, $5, 'outbound', 0, 'sent', $6, $7, $8, $9, $10, $11, $12, $13, $14, \
+         $15, $16, $17, $18, $19, $20, $21, $22, 0, $23, 1, 0, $24, $25, $26, $27)",
+        &m.id,
+        &m.thread_id,
+        &m.mailbox_id,
+        &m.mailbox,
+        &m.domain,
+        &m.message_id,
+        m.provider_message_id.clone(),
+        &m.from_address,
+        m.from_name.clone(),
+        serde_json::to_string(&m.to).unwrap_or_default(),
+        serde_json::to_string(&m.cc).unwrap_or_default(),
+        serde_json::to_string(&m.bcc).unwrap_or_default(),
+        m.reply_to.clone(),
+        &m.subject,
+        &m.text,
+        &m.html,
+        search_body,
+        m.headers.to_string(),
+        m.in_reply_to.clone(),
+        m.references.clone(),
+        &m.status,
+        m.error.clone(),
+        open_token,
+        m.has_attachments,
+        m.api_key_id.clone(),
+        m.created_at,
+        m.sent_at
+    )
+}
+
+/// The rows of `m`'s recipients (to, cc, bcc), if it has any.
+fn recipients_insert(m: &Message) -> Option<Sql> {
+    let mut rcpt = Sql::new("INSERT INTO message_recipients (message_id, kind, address) VALUES ");
+    let mut first = true;
+    for (kind, list) in [("to", &m.to), ("cc", &m.cc), ("bcc", &m.bcc)] {
+        for addr in list {
+            if !first {
+                rcpt.push(", ");
+            }
+            first = false;
+            rcpt.push("(")
+                .bind(&m.id)
+                .push(", ")
+                .bind(kind)
+                .push(", ")
+                .bind(addr)
+                .push(")");
+        }
+    }
+    (!first).then_some(rcpt)
 }
 
 /// Checks, hands the message to the provider and queues its record. A batch
@@ -591,7 +888,7 @@ pub async fn start(
     // 2. One transaction records the attempt whatever its outcome: the
     // message with its thread, recipients, attachments, search entry, its
     // `send` event and the outbox event.
-    let message = Message {
+    let mut message = Message {
         id: id.clone(),
         thread_id: String::new(),
         mailbox_id: mailbox.id.clone(),
@@ -635,6 +932,14 @@ pub async fn start(
     let backend = state.db.backend();
     let new_mailbox = new_mailbox.then_some(mailbox);
     let recipient_count = recipients.len();
+    let input = Arc::new(input);
+    let accepted = (status == "sent").then(|| AcceptedSend {
+        db: state.db.clone(),
+        message: without_bodies(&mut message),
+        input: input.clone(),
+        new_mailbox: new_mailbox.clone(),
+        done_at,
+    });
     let written = state
         .db
         .write_queued(move |tx| {
@@ -655,11 +960,22 @@ pub async fn start(
         })
         .await;
     Ok(PendingSend {
-        written,
+        written: Some(written),
         failure,
         recipients: recipient_count,
         quota: state.quota.clone(),
+        accepted,
     })
+}
+
+/// A copy of `m` with empty bodies, without copying them.
+fn without_bodies(m: &mut Message) -> Message {
+    let text = std::mem::take(&mut m.text);
+    let html = std::mem::take(&mut m.html);
+    let copy = m.clone();
+    m.text = text;
+    m.html = html;
+    copy
 }
 
 /// Writes a send attempt and everything it touches within `tx`.
@@ -716,62 +1032,8 @@ async fn record(
     .await?;
     m.thread_id = thread_id;
     writes.push(thread_change);
-    writes.push(sql!(
-        "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder, \
-         message_id, provider_message_id, from_address, from_name, to_addresses, cc_addresses, \
-         bcc_addresses, reply_to, subject, text_body, html_body, search_body, headers, in_reply_to, \
-         references_header, status, error, open_count, open_token, is_read, is_starred, \
-         has_attachments, api_key_id, created_at, sent_at) \
-         VALUES ($1, $2, $3, $4, $5, 'outbound', 0, 'sent', $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-         $15, $16, $17, $18, $19, $20, $21, $22, 0, $23, 1, 0, $24, $25, $26, $27)",
-        &m.id,
-        &m.thread_id,
-        &m.mailbox_id,
-        &m.mailbox,
-        &m.domain,
-        &m.message_id,
-        m.provider_message_id.clone(),
-        &m.from_address,
-        m.from_name.clone(),
-        serde_json::to_string(&m.to).unwrap_or_default(),
-        serde_json::to_string(&m.cc).unwrap_or_default(),
-        serde_json::to_string(&m.bcc).unwrap_or_default(),
-        m.reply_to.clone(),
-        &m.subject,
-        &m.text,
-        &m.html,
-        search_body,
-        m.headers.to_string(),
-        m.in_reply_to.clone(),
-        m.references.clone(),
-        &m.status,
-        m.error.clone(),
-        open_token,
-        m.has_attachments,
-        m.api_key_id.clone(),
-        m.created_at,
-        m.sent_at
-    ));
-    let mut rcpt = Sql::new("INSERT INTO message_recipients (message_id, kind, address) VALUES ");
-    let mut first = true;
-    for (kind, list) in [("to", &input.to), ("cc", &input.cc), ("bcc", &input.bcc)] {
-        for (_, addr) in list {
-            if !first {
-                rcpt.push(", ");
-            }
-            first = false;
-            rcpt.push("(")
-                .bind(&m.id)
-                .push(", ")
-                .bind(kind)
-                .push(", ")
-                .bind(addr)
-                .push(")");
-        }
-    }
-    if !first {
-        writes.push(rcpt);
-    }
+    writes.push(message_insert(&m, search_body, open_token));
+    writes.extend(recipients_insert(&m));
     for a in &input.attachments {
         writes.push(sql!(
             "INSERT INTO attachments (id, message_id, filename, content_type, size, content_id, inline, content) \
@@ -848,5 +1110,301 @@ mod tests {
         assert_eq!(input.attachments[0].content, vec![1, 2, 3]);
         assert_eq!(input.attachments[0].content_id.as_deref(), Some("logo"));
         assert_eq!(input.references, vec!["<a@b>", "<c@d>"]);
+    }
+
+    fn problem_params(v: Value) -> Vec<String> {
+        match validate(body(v)) {
+            Err(ApiError::Invalid(problems)) => problems.into_iter().map(|p| p.param).collect(),
+            other => panic!("expected a 422, got {other:?}"),
+        }
+    }
+
+    fn headers(n: usize) -> Value {
+        Value::Object((0..n).map(|i| (format!("X-H{i}"), json!("v"))).collect())
+    }
+
+    #[test]
+    fn provider_control_headers_are_refused_in_any_case() {
+        for name in [
+            "X-SES-CONFIGURATION-SET",
+            "x-ses-source-arn",
+            "X-Ses-From-Arn",
+            "X-SES-MESSAGE-TAGS",
+        ] {
+            let params = problem_params(json!({
+                "from": "a@x.com", "to": "b@y.com", "text": "t",
+                "headers": {name: "v", "X-Fine": "1"},
+            }));
+            assert_eq!(params, [format!("headers.{name}")]);
+        }
+        // Only the prefix: a header merely mentioning SES is fine.
+        let ok = validate(body(json!({
+            "from": "a@x.com", "to": "b@y.com", "text": "t",
+            "headers": {"X-Sesame": "1", "X-Mailer-SES": "2"},
+        })))
+        .unwrap();
+        assert_eq!(ok.headers.len(), 2);
+    }
+
+    #[test]
+    fn custom_headers_and_tags_are_capped() {
+        let at_limit = json!({"from": "a@x.com", "to": "b@y.com", "text": "t",
+            "headers": headers(MAX_HEADERS),
+            "tags": (0..MAX_TAGS).map(|i| json!({"name": format!("t{i}"), "value": "v"})).collect::<Vec<_>>()});
+        assert_eq!(validate(body(at_limit)).unwrap().headers.len(), MAX_HEADERS);
+        let params = problem_params(json!({"from": "a@x.com", "to": "b@y.com", "text": "t",
+            "headers": headers(MAX_HEADERS + 1)}));
+        assert_eq!(params, ["headers"]);
+        let params = problem_params(json!({"from": "a@x.com", "to": "b@y.com", "text": "t",
+            "tags": vec![json!({"name": "n", "value": "v"}); MAX_TAGS + 1]}));
+        assert_eq!(params, ["tags"]);
+    }
+
+    #[test]
+    fn control_characters_are_refused_where_they_cannot_go() {
+        let params = problem_params(json!({"from": "a@x.com", "to": "b@y.com",
+            "text": "nul \u{0} here", "html": "<p>\u{0}</p>"}));
+        assert_eq!(params, ["text", "html"]);
+        let params = problem_params(json!({"from": "a@x.com", "to": "b@y.com", "text": "t",
+            "subject": "bell \u{7}", "in_reply_to": "<a\u{1}@b>",
+            "headers": {"X-A": "escape \u{1b}[31m"}}));
+        assert_eq!(params, ["subject", "headers.X-A", "in_reply_to"]);
+        // A tab is fine.
+        assert!(
+            validate(body(
+                json!({"from": "a@x.com", "to": "b@y.com", "text": "t",
+            "subject": "a\tb", "headers": {"X-A": "1\t2"}})
+            ))
+            .is_ok()
+        );
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn header_name() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[!-~]{0,12}",
+                "(X-SES-|x-ses-|X-Ses|From|X-)[A-Za-z-]{0,8}",
+                ".{0,8}"
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            /// Whatever the strings, validation answers (never panics), and
+            /// what it accepts can go into a header and the database.
+            #[test]
+            fn what_validation_accepts_is_safe_to_send(
+                from in prop_oneof![".{0,20}", "[A-Za-z ]{0,8} <[a-z]{1,5}@x\\.com>"],
+                subject in any::<String>(),
+                names in prop::collection::vec(header_name(), 0..4),
+                value in any::<String>(),
+                filename in any::<String>(),
+                reference in any::<String>(),
+            ) {
+                let headers: serde_json::Map<String, Value> =
+                    names.iter().map(|n| (n.clone(), json!(value))).collect();
+                let result = validate(body(json!({
+                    "from": from, "to": "b@y.com", "text": "t", "subject": subject,
+                    "headers": headers, "references": reference,
+                    "attachments": [{"filename": filename, "content": "AQID"}],
+                })));
+                if let Ok(input) = result {
+                    prop_assert!(valid_header_text(&input.subject));
+                    prop_assert!(input.from.0.as_deref().is_none_or(|n| !n.contains(char::is_control)));
+                    for (name, v) in &input.headers {
+                        prop_assert!(!name.to_ascii_lowercase().starts_with(PROVIDER_HEADER_PREFIX));
+                        prop_assert!(!OWNED_HEADERS.contains(&name.to_ascii_lowercase().as_str()));
+                        prop_assert!(valid_header_text(v));
+                    }
+                    for a in &input.attachments {
+                        prop_assert!(valid_header_text(&a.filename));
+                    }
+                    for r in &input.references {
+                        prop_assert_eq!(bracket_id(r), Ok(r.clone()));
+                    }
+                }
+            }
+
+            #[test]
+            fn message_ids_bracket_once_for_all(raw in prop_oneof![any::<String>(), "<?[a-z@.<> \u{0}]{0,12}>?"]) {
+                if let Ok(id) = bracket_id(&raw) {
+                    prop_assert_eq!(bracket_id(&id), Ok(id.clone()));
+                    prop_assert!(!id.contains(|c: char| c.is_whitespace() || c.is_control()));
+                }
+            }
+        }
+    }
+
+    mod short_record {
+        use super::*;
+        use crate::store::tests::{TempSqlite, fresh_postgres};
+
+        fn accepted_message() -> Message {
+            Message {
+                id: ids::new_id("msg"),
+                thread_id: String::new(),
+                mailbox_id: "mbx_test".into(),
+                mailbox: "a@x.com".into(),
+                domain: "x.com".into(),
+                direction: "outbound".into(),
+                is_draft: false,
+                folder: "sent".into(),
+                message_id: "<m@x.com>".into(),
+                provider_message_id: Some("prov-1".into()),
+                from_address: "a@x.com".into(),
+                from_name: Some("A".into()),
+                to: vec!["b@y.com".into()],
+                cc: vec!["c@y.com".into()],
+                bcc: vec![],
+                reply_to: None,
+                subject: "Re:\u{212a}".into(),
+                text: String::new(),
+                html: String::new(),
+                headers: json!({}),
+                in_reply_to: None,
+                references: None,
+                status: "sent".into(),
+                error: None,
+                opened_at: None,
+                open_count: 0,
+                is_read: true,
+                is_starred: false,
+                has_attachments: false,
+                api_key_id: Some("key_test".into()),
+                created_at: clock::now_micros(),
+                sent_at: None,
+                received_at: None,
+            }
+        }
+
+        fn input() -> Arc<SendInput> {
+            let mut input = validate(body(
+                json!({"from": "a@x.com", "to": "b@y.com", "text": "the body"}),
+            ))
+            .unwrap();
+            input.subject = "Re:\u{212a}".into();
+            Arc::new(input)
+        }
+
+        /// A send whose record job panics, as the one with the subject
+        /// `Re:K` did (issue 13).
+        async fn panicking_send(db: &Db) -> (PendingSend, String) {
+            let message = accepted_message();
+            let id = message.id.clone();
+            let written = db
+                .write_queued(|_tx| Box::pin(async { panic!("a bug in the record") }))
+                .await;
+            let pending = PendingSend {
+                written: Some(written),
+                failure: None,
+                recipients: 2,
+                quota: Arc::new(QuotaGuard::default()),
+                accepted: Some(AcceptedSend {
+                    db: db.clone(),
+                    message,
+                    input: input(),
+                    new_mailbox: None,
+                    done_at: clock::now_micros(),
+                }),
+            };
+            (pending, id)
+        }
+
+        async fn short_record_of(db: &Db, id: &str) -> Option<(String, String, String, String)> {
+            let row = sql!(
+                "SELECT m.status, m.error, m.provider_message_id, m.text_body, t.subject \
+                 FROM messages m JOIN threads t ON t.id = m.thread_id WHERE m.id = $1",
+                id
+            )
+            .fetch_optional(db.reader())
+            .await
+            .unwrap()?;
+            assert_eq!(row.text("subject").unwrap(), "Re:\u{212a}");
+            Some((
+                row.text("status").unwrap(),
+                row.text("error").unwrap(),
+                row.text("provider_message_id").unwrap(),
+                row.text("text_body").unwrap(),
+            ))
+        }
+
+        async fn check(db: &Db) {
+            let (pending, id) = panicking_send(db).await;
+            let err = pending.finish().await.unwrap_err();
+            let ApiError::SentNotRecorded {
+                id: said,
+                provider_message_id,
+                message,
+            } = &err
+            else {
+                panic!("{err:?}");
+            };
+            assert_eq!(
+                (said.as_str(), provider_message_id.as_str()),
+                (id.as_str(), "prov-1")
+            );
+            assert!(message.contains("listed as"), "{message}");
+            assert!(err.took_effect());
+            let (status, error, provider, text) = short_record_of(db, &id).await.expect("recorded");
+            assert_eq!(
+                (status.as_str(), provider.as_str(), text.as_str()),
+                ("failed", "prov-1", "the body")
+            );
+            assert_eq!(error, SHORT_RECORD_ERROR);
+            let recipients = sql!(
+                "SELECT COUNT(*) AS n FROM message_recipients WHERE message_id = $1",
+                &id
+            )
+            .fetch_one(db.reader())
+            .await
+            .unwrap()
+            .int("n")
+            .unwrap();
+            assert_eq!(recipients, 2);
+            let events = sql!("SELECT type FROM events")
+                .fetch_all(db.reader())
+                .await
+                .unwrap();
+            assert_eq!(
+                events
+                    .iter()
+                    .map(|r| r.text("type").unwrap())
+                    .collect::<Vec<_>>(),
+                ["email.failed"]
+            );
+
+            // A caller gone before the record settled: the short record is
+            // written all the same.
+            let (pending, id) = panicking_send(db).await;
+            drop(pending);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while short_record_of(db, &id).await.is_none() {
+                assert!(std::time::Instant::now() < deadline, "never recorded");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+
+        #[tokio::test]
+        async fn a_panicking_record_job_still_records_the_accepted_send_on_sqlite() {
+            let temp = TempSqlite::new("short-record").await;
+            check(&temp.db).await;
+            temp.remove().await;
+        }
+
+        /// PostgreSQL's writes run on a task of their own (`Db::write_queued`),
+        /// whose panic reaches the caller as a failed join.
+        #[tokio::test]
+        async fn a_panicking_record_job_still_records_the_accepted_send_on_postgres() {
+            let Some(db) = fresh_postgres().await else {
+                return;
+            };
+            check(&db).await;
+            db.close().await;
+        }
     }
 }

@@ -8,36 +8,41 @@ use crate::ids;
 use crate::sql;
 use crate::store::{Backend, RowExt, Sql, Tx};
 
+/// Reply and forward prefixes, matched case-insensitively (all ASCII).
+const REPLY_PREFIXES: [&str; 7] = ["re", "fwd", "fw", "aw", "sv", "vs", "antw"];
+
 /// Subject with any chain of reply/forward prefixes removed (Re, Fw, Fwd, AW,
 /// SV, VS, Antw; case-insensitive; also `Re[2]:` counters).
+///
+/// Works on the subject itself: a cut computed on another form of it (say
+/// its lower case, which can be longer or shorter: `K` U+212A, `İ`) would
+/// land elsewhere, or inside a character.
 pub fn normalize_subject(subject: &str) -> String {
     let mut s = subject.trim();
-    loop {
-        let lower = s.to_lowercase();
-        let mut stripped = None;
-        for p in ["re", "fwd", "fw", "aw", "sv", "vs", "antw"] {
-            if let Some(rest) = lower.strip_prefix(p) {
-                let rest_trim = rest.trim_start();
-                let rest_trim = if let Some(r) = rest_trim.strip_prefix('[') {
-                    match r.find(']') {
-                        Some(end) if r[..end].bytes().all(|b| b.is_ascii_digit()) => &r[end + 1..],
-                        _ => rest_trim,
-                    }
-                } else {
-                    rest_trim
-                };
-                if let Some(after) = rest_trim.strip_prefix(':') {
-                    stripped = Some(s.len() - after.len());
-                    break;
-                }
-            }
-        }
-        match stripped {
-            Some(cut) => s = s[cut..].trim_start(),
-            None => break,
-        }
+    while let Some(rest) = strip_reply_prefix(s) {
+        s = rest.trim_start();
     }
-    s.trim().to_string()
+    s.to_string()
+}
+
+/// What follows one leading reply or forward prefix of `s` (`Re:`, `FW :`,
+/// `Re[2]:`), or `None` when `s` does not start with one.
+fn strip_reply_prefix(s: &str) -> Option<&str> {
+    REPLY_PREFIXES.iter().find_map(|prefix| {
+        let head = s.get(..prefix.len())?;
+        if !head.eq_ignore_ascii_case(prefix) {
+            return None;
+        }
+        let rest = s[prefix.len()..].trim_start();
+        let rest = match rest.strip_prefix('[') {
+            Some(counted) => match counted.split_once(']') {
+                Some((n, after)) if n.bytes().all(|b| b.is_ascii_digit()) => after,
+                _ => rest,
+            },
+            None => rest,
+        };
+        rest.strip_prefix(':')
+    })
 }
 
 /// The key threads are matched on: the normalised subject, lower-case.
@@ -59,9 +64,31 @@ pub struct ThreadContribution<'a> {
     pub at: i64,
 }
 
+/// Characters of a thread's snippet.
+const SNIPPET_CHARS: usize = 140;
+
+/// The start of `text`, whitespace runs collapsed to one space, at most
+/// [`SNIPPET_CHARS`] characters; reads no further into `text` than that.
 pub fn snippet(text: &str) -> String {
-    let collapsed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    collapsed.chars().take(140).collect()
+    let mut out = String::new();
+    let mut taken = 0;
+    for word in text.split_whitespace() {
+        if taken > 0 {
+            if taken == SNIPPET_CHARS {
+                break;
+            }
+            out.push(' ');
+            taken += 1;
+        }
+        for c in word.chars() {
+            if taken == SNIPPET_CHARS {
+                return out;
+            }
+            out.push(c);
+            taken += 1;
+        }
+    }
+    out
 }
 
 fn lock_suffix(backend: Backend) -> &'static str {
@@ -231,5 +258,100 @@ mod tests {
         assert_eq!(normalize_subject("Regarding: x"), "Regarding: x");
         assert_eq!(normalize_subject("Re:"), "");
         assert_eq!(subject_key("Re: HELLO"), "hello");
+    }
+
+    /// Characters whose lower case has another length (issue 13, finding 3):
+    /// the prefix is found on the subject itself and nothing panics.
+    #[test]
+    fn subjects_whose_lower_case_changes_length() {
+        assert_eq!(normalize_subject("Re:\u{212a}"), "\u{212a}");
+        assert_eq!(normalize_subject("RE: \u{212a}elvin"), "\u{212a}elvin");
+        assert_eq!(
+            normalize_subject("Re:\u{130}\u{130}\u{130}\u{130}"),
+            "\u{130}\u{130}\u{130}\u{130}"
+        );
+        assert_eq!(
+            normalize_subject("Re: Fwd: \u{130}\u{130}\u{130}\u{130}\u{130} x"),
+            "\u{130}\u{130}\u{130}\u{130}\u{130} x"
+        );
+        assert_eq!(subject_key("Re:\u{212a}"), "k");
+        assert_eq!(normalize_subject("\u{212a}e: x"), "\u{212a}e: x");
+        assert_eq!(normalize_subject("R\u{e9}: x"), "R\u{e9}: x");
+    }
+
+    /// The old definition of the snippet, as an oracle.
+    fn snippet_by_joining(text: &str) -> String {
+        let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        collapsed.chars().take(SNIPPET_CHARS).collect()
+    }
+
+    #[test]
+    fn snippets_stop_at_their_length() {
+        let long = "word ".repeat(100);
+        assert_eq!(snippet(&long), snippet_by_joining(&long));
+        assert_eq!(snippet(&long).chars().count(), SNIPPET_CHARS);
+        assert_eq!(snippet("  a \n\t b  "), "a b");
+        assert_eq!(snippet(""), "");
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+        use super::snippet_by_joining;
+
+        /// Subjects built from prefixes, separators, counters and the
+        /// characters that change length when lower-cased, besides any text.
+        fn subject() -> impl Strategy<Value = String> {
+            let piece = prop_oneof![
+                Just("Re".to_string()),
+                Just("FWD".to_string()),
+                Just("aW".to_string()),
+                Just("Antw".to_string()),
+                Just(":".to_string()),
+                Just(" ".to_string()),
+                Just("[2]".to_string()),
+                Just("[".to_string()),
+                Just("]".to_string()),
+                Just("\u{212a}".to_string()),
+                Just("\u{130}".to_string()),
+                Just("\u{1e9e}".to_string()),
+                Just("\u{3a3}".to_string()),
+                any::<char>().prop_map(String::from),
+                ".{0,8}",
+            ];
+            prop::collection::vec(piece, 0..12).prop_map(|p| p.concat())
+        }
+
+        proptest! {
+            #[test]
+            fn normalising_is_idempotent_and_keeps_a_suffix(s in subject()) {
+                let once = normalize_subject(&s);
+                prop_assert_eq!(normalize_subject(&once), once.clone());
+                prop_assert!(s.trim().ends_with(once.as_str()), "{:?} → {:?}", s, once);
+                prop_assert_eq!(subject_key(&s), once.to_lowercase());
+            }
+
+            #[test]
+            fn a_reply_prefix_does_not_change_the_key(s in subject()) {
+                prop_assert_eq!(subject_key(&format!("Re: {s}")), subject_key(&s));
+                prop_assert_eq!(subject_key(&format!("FW[3]: re:{s}")), subject_key(&s));
+            }
+
+            #[test]
+            fn any_text_normalises(s in any::<String>()) {
+                let once = normalize_subject(&s);
+                prop_assert_eq!(normalize_subject(&once), once.clone());
+                prop_assert!(s.trim().ends_with(once.as_str()));
+            }
+
+            #[test]
+            fn snippets_are_the_collapsed_start(s in prop_oneof![any::<String>(), "( |\t|\n|a|\u{e9}|\u{1f426}){0,400}"]) {
+                let got = snippet(&s);
+                prop_assert_eq!(&got, &snippet_by_joining(&s));
+                prop_assert!(got.chars().count() <= SNIPPET_CHARS);
+                prop_assert!(!got.contains("  "));
+            }
+        }
     }
 }

@@ -34,7 +34,9 @@ pub fn domain_name(raw: &str) -> Result<String, String> {
     Ok(name)
 }
 
-/// A bare address `local@domain`, returned lower-case.
+/// A bare address `local@domain`, returned lower-case. The local part is
+/// ASCII: SES takes no other (it has no SMTPUTF8), and lower-casing ASCII
+/// keeps the address as long as it was and valid.
 pub fn address(raw: &str) -> Result<String, String> {
     let s = raw.trim();
     if s.is_empty() {
@@ -53,12 +55,12 @@ pub fn address(raw: &str) -> Result<String, String> {
         && !local.contains("..")
         && local
             .chars()
-            .all(|c| c.is_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.".contains(c));
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.".contains(c));
     if !local_ok {
         return Err(format!("{s:?} is not a valid email address"));
     }
     let domain = domain_name(domain).map_err(|_| format!("{s:?} has an invalid domain"))?;
-    Ok(format!("{}@{domain}", local.to_lowercase()))
+    Ok(format!("{}@{domain}", local.to_ascii_lowercase()))
 }
 
 /// `Name <addr>` or `addr`: the display name (if any) and the bare address.
@@ -68,9 +70,15 @@ pub fn mailbox(raw: &str) -> Result<(Option<String>, String), String> {
         let Some(inner) = s[open + 1..].strip_suffix('>') else {
             return Err(format!("{s:?} is not of the form Name <address>"));
         };
-        let name = s[..open].trim().trim_matches('"').trim();
-        if name.contains(['\r', '\n']) {
-            return Err("a display name cannot contain line breaks".into());
+        // Quotes and white space around the name, in any mix, all go: what
+        // is kept reads back the same.
+        let name = s[..open].trim_matches(|c: char| c == '"' || c.is_whitespace());
+        // Control characters (line breaks, NUL…) have no place in a header,
+        // and PostgreSQL cannot store NUL.
+        if name.contains(char::is_control) {
+            return Err(
+                "a display name cannot contain line breaks or other control characters".into(),
+            );
         }
         let addr = address(inner)?;
         Ok(((!name.is_empty()).then(|| name.to_string()), addr))
@@ -137,10 +145,97 @@ mod tests {
     }
 
     #[test]
+    fn local_parts_are_ascii_and_names_have_no_control_characters() {
+        assert!(address("jos\u{e9}@x.com").is_err());
+        assert!(address("\u{130}\u{130}@x.com").is_err());
+        assert!(mailbox("Bob\u{0} <bob@x.com>").is_err());
+        assert!(mailbox("Bob\u{7f} <bob@x.com>").is_err());
+        // Found by the property test: the name once kept a quote that a
+        // second reading dropped.
+        assert_eq!(
+            mailbox("\u{e9}\"\n\" <a@x.com>").unwrap().0.as_deref(),
+            Some("\u{e9}")
+        );
+        assert_eq!(
+            mailbox("Jos\u{e9} \u{212a} <bob@x.com>")
+                .unwrap()
+                .0
+                .as_deref(),
+            Some("Jos\u{e9} \u{212a}")
+        );
+    }
+
+    #[test]
     fn colors() {
         assert_eq!(color("#A0b1C2").unwrap(), "#a0b1c2");
         assert!(color("a0b1c2").is_err());
         assert!(color("#abc").is_err());
         assert!(color("#ggggggg").is_err());
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// Addresses as people type them, plus Unicode, controls and stray
+        /// brackets, quotes and at signs.
+        fn address_like() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[A-Za-z0-9._%+'-]{0,20}@[A-Za-z0-9.-]{0,20}",
+                "[a-z]{1,8}(\\.[a-z]{1,8})?@[a-z]{1,10}\\.[a-z]{2,4}\\.?",
+                ".{0,30}",
+                "( |<|>|\"|@|\\.|a|\u{212a}|\u{130}|\u{0}|\r|\n){0,20}",
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn accepted_addresses_round_trip(raw in address_like()) {
+                if let Ok(a) = address(&raw) {
+                    prop_assert_eq!(address(&a), Ok(a.clone()));
+                    prop_assert!(a.is_ascii() && a.len() <= 254, "{:?}", a);
+                    prop_assert_eq!(a.to_ascii_lowercase(), a.clone());
+                    prop_assert_eq!(a.matches('@').count(), 1);
+                }
+            }
+
+            #[test]
+            fn accepted_domains_round_trip(raw in prop_oneof!["[A-Za-z0-9.-]{0,30}", ".{0,20}"]) {
+                if let Ok(d) = domain_name(&raw) {
+                    prop_assert_eq!(domain_name(&d), Ok(d.clone()));
+                }
+            }
+
+            #[test]
+            fn mailboxes_round_trip(
+                name in prop_oneof![".{0,20}", "[ \"<>a\u{e9}\u{0}\n]{0,10}"],
+                addr in address_like(),
+                bracketed in any::<bool>(),
+            ) {
+                let raw = if bracketed { format!("{name} <{addr}>") } else { addr.clone() };
+                if let Ok((display, bare)) = mailbox(&raw) {
+                    prop_assert_eq!(address(&bare), Ok(bare.clone()));
+                    let display_ok = display
+                        .as_deref()
+                        .is_none_or(|n| !n.is_empty() && !n.contains(char::is_control));
+                    prop_assert!(display_ok, "{:?}", display);
+                    let again = match &display {
+                        Some(n) => format!("{n} <{bare}>"),
+                        None => bare.clone(),
+                    };
+                    prop_assert_eq!(mailbox(&again), Ok((display.clone(), bare.clone())));
+                }
+            }
+
+            #[test]
+            fn any_text_is_answered(raw in any::<String>()) {
+                let _ = domain_name(&raw);
+                let _ = address(&raw);
+                let _ = mailbox(&raw);
+                let _ = color(&raw);
+                prop_assert!(text(&raw, 10).is_ok() == (raw.chars().count() <= 10));
+            }
+        }
     }
 }

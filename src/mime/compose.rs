@@ -176,4 +176,75 @@ mod tests {
         assert!(h.ends_with("<img src=\"http://h/t/o/abc\" width=\"1\" height=\"1\" alt=\"\" style=\"display:none;border:0\"></body></html>"));
         assert!(with_tracking_pixel("x", "u").starts_with("x<img"));
     }
+
+    mod properties {
+        use mail_parser::MessageParser;
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// What validation lets into a header: no control character but tab.
+        fn header_text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "([^\\p{Cc}]|\t){0,60}",
+                "( |=|\\?|\"|;|:|a|\u{e9}|\u{212a}|\u{1f426}){0,30}"
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            /// Any values validation accepts compose into a message that
+            /// parses back with the same sender, one custom header holding
+            /// the value and one attachment: nothing a value holds can add
+            /// or break a header.
+            #[test]
+            fn validated_values_compose_into_parseable_mail(
+                subject in header_text(),
+                name in "[^\\p{Cc}]{0,20}",
+                value in header_text(),
+                filename in "([^\\p{Cc}]|\t){1,40}",
+            ) {
+                let name = Some(name.trim().to_string()).filter(|n| !n.is_empty());
+                let c = Composition {
+                    from: (name, "a@x.com".into()),
+                    to: vec![(None, "b@y.com".into())],
+                    subject: subject.clone(),
+                    text: Some("hi".into()),
+                    message_id: "m@x.com".into(),
+                    headers: vec![("X-Custom".into(), value.clone())],
+                    attachments: vec![OutgoingAttachment {
+                        filename,
+                        content_type: "application/pdf".into(),
+                        content: vec![1, 2, 3],
+                        content_id: None,
+                    }],
+                    date: 1_795_305_600,
+                    ..Composition::default()
+                };
+                let raw = compose(&c).expect("compose");
+                let parsed = MessageParser::default().parse(&raw).expect("parse");
+                let from = parsed.from().and_then(|a| a.first()).and_then(|a| a.address());
+                prop_assert_eq!(from, Some("a@x.com"));
+                let custom: Vec<&str> = parsed
+                    .headers_raw()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case("X-Custom"))
+                    .map(|(_, v)| v)
+                    .collect();
+                prop_assert_eq!(custom.len(), 1);
+                // Long values are folded, which may add white space.
+                let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+                prop_assert_eq!(words(custom[0]), words(&value));
+                prop_assert_eq!(parsed.attachment_count(), 1);
+                prop_assert_eq!(parsed.message_id(), Some("m@x.com"));
+            }
+
+            #[test]
+            fn the_pixel_goes_in_whatever_the_html(html in any::<String>()) {
+                let out = with_tracking_pixel(&html, "u");
+                prop_assert_eq!(out.len(), html.len() + with_tracking_pixel("", "u").len());
+                let _ = html_to_text(&html);
+            }
+        }
+    }
 }

@@ -962,7 +962,7 @@ pub(crate) mod tests {
 
     /// A fresh database on the PostgreSQL server `PIGEONHOLE_TEST_POSTGRES_URL`
     /// names; None when it is not set (the SQLite run).
-    async fn fresh_postgres() -> Option<Db> {
+    pub(crate) async fn fresh_postgres() -> Option<Db> {
         let admin = std::env::var("PIGEONHOLE_TEST_POSTGRES_URL")
             .ok()
             .filter(|u| !u.is_empty())?;

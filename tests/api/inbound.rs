@@ -708,6 +708,45 @@ async fn a_reply_without_references_joins_a_recent_thread_by_subject() {
     assert_ne!(stored[3].thread_id, stored[2].thread_id);
 }
 
+/// Subjects whose lower case has another length once panicked the storing
+/// transaction: every delivery got 451, for ever (issue 13).
+#[tokio::test]
+async fn subjects_whose_lower_case_changes_length_are_stored_and_threaded() {
+    let t = setup().await;
+    for (n, subject) in [
+        "Re:\u{212a}",
+        "Re:\u{130}\u{130}\u{130}\u{130}",
+        "re: \u{212a}",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let data = format!(
+            "From: ann@external.test\nSubject: {subject}\nMessage-ID: <k-{n}@external.test>\n\nbody\n"
+        );
+        assert_stored(
+            &send(
+                t.smtp.addr,
+                "ann@external.test",
+                &["inbox@ours.test"],
+                &data,
+            )
+            .await,
+        );
+    }
+    let stored = inbound_in(&t.app.db, "inbox@ours.test").await;
+    assert_eq!(stored.len(), 3);
+    assert_eq!(stored[0].subject, "Re:\u{212a}");
+    // The first and third share the subject key "k".
+    assert_eq!(stored[0].thread_id, stored[2].thread_id);
+    assert_ne!(stored[0].thread_id, stored[1].thread_id);
+    let first = thread(&t.app.db, &stored[0].thread_id).await;
+    assert_eq!(
+        (first.subject.as_str(), first.message_count),
+        ("\u{212a}", 2)
+    );
+}
+
 #[tokio::test]
 async fn attachments_and_inline_images_are_kept() {
     let t = setup().await;
@@ -763,7 +802,9 @@ JVBERi0xLjQK
         m.text
     );
     assert!(m.html.contains("cid:logo@external.test"), "{:?}", m.html);
-    let atts = messages::attachments(&t.app.db, &m.id).await.unwrap();
+    let (atts, _) = messages::attachments(&t.app.db, &m.id, messages::MAX_LISTED_ATTACHMENTS)
+        .await
+        .unwrap();
     assert_eq!(atts.len(), 2, "{atts:?}");
     let logo = atts
         .iter()

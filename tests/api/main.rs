@@ -20,6 +20,7 @@ mod ops;
 mod reach_writes;
 mod received;
 mod receiver;
+mod send_safety;
 mod sending_rules;
 mod ses_moto;
 mod simulator;
