@@ -442,7 +442,7 @@ async fn a_reply_lists_at_most_100_attachments_and_counts_them_all() {
         let file = app
             .client
             .get(format!(
-                "{}/api/v1/emails/{id}/attachments/{last}",
+                "{}/api/v1/messages/{id}/attachments/{last}",
                 app.base
             ))
             .bearer_auth(&app.key)
