@@ -21,6 +21,7 @@ mod receiver;
 mod sending_rules;
 mod ses_moto;
 mod simulator;
+mod smtp_hardening;
 mod sns;
 mod suppressions;
 mod threads;

@@ -1,0 +1,138 @@
+//! Inbound SMTP against hostile clients (review issue 13): one address
+//! holding every connection, sessions that never end, SMTP smuggling.
+
+use std::time::{Duration, Instant};
+
+use pigeonhole::smtp::SmtpConfig;
+
+use crate::inbound::{Raw, inbound_in, setup_with, still_serving, test_config};
+
+#[tokio::test]
+async fn one_address_cannot_take_every_connection() {
+    let t = setup_with(SmtpConfig {
+        max_connections_per_ip: 2,
+        ..test_config()
+    })
+    .await;
+    let mut a = Raw::connect_from(t.smtp.addr, "127.0.0.1").await;
+    a.expect(220).await;
+    let mut b = Raw::connect_from(t.smtp.addr, "127.0.0.1").await;
+    b.expect(220).await;
+    let mut c = Raw::connect_from(t.smtp.addr, "127.0.0.1").await;
+    assert!(c.expect(421).await.contains("4.7.0"));
+    assert!(c.closed().await);
+    // Another address is served while the first one is at its cap.
+    let mut d = Raw::connect_from(t.smtp.addr, "127.0.0.2").await;
+    d.expect(220).await;
+    d.send("QUIT\r\n").await;
+    d.expect(221).await;
+
+    a.send("QUIT\r\n").await;
+    a.expect(221).await;
+    assert!(a.closed().await);
+    // The slot is given back when the session ends.
+    let mut greeted = false;
+    for _ in 0..50 {
+        let mut e = Raw::connect_from(t.smtp.addr, "127.0.0.1").await;
+        if e.reply().await.0 == 220 {
+            greeted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(greeted, "a freed per-address slot is reused");
+    drop(b);
+}
+
+#[tokio::test]
+async fn a_busy_session_ends_at_its_time_limit() {
+    let limit = Duration::from_millis(700);
+    let t = setup_with(SmtpConfig {
+        session_timeout: limit,
+        idle_timeout: Duration::from_secs(30),
+        ..test_config()
+    })
+    .await;
+    let started = Instant::now();
+    let mut c = Raw::connect(t.smtp.addr).await;
+    c.expect(220).await;
+    // Never idle: a NOOP every 50 ms.
+    let bye = loop {
+        c.send("NOOP\r\n").await;
+        let (code, text) = c.reply().await;
+        if code != 250 {
+            break (code, text);
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "never cut off");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(bye.0, 421, "{}", bye.1);
+    assert!(bye.1.contains("4.4.2") && bye.1.contains("session time limit"));
+    assert!(started.elapsed() >= limit);
+    assert!(c.closed().await);
+
+    // Mid-DATA too: the message is not stored.
+    let mut c = Raw::connect(t.smtp.addr).await;
+    c.expect(220).await;
+    c.send("EHLO x.test\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
+        .await;
+    for code in [250, 250, 250, 354] {
+        c.expect(code).await;
+    }
+    let started = Instant::now();
+    // A line every 50 ms, past the limit (the server reads on after its 421
+    // for a moment, so these writes do not fail).
+    while started.elapsed() < limit + Duration::from_millis(300) {
+        c.send("X-Slow: line\r\n").await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(c.expect(421).await.contains("session time limit"));
+    assert!(inbound_in(&t.app.db, "inbox@ours.test").await.is_empty());
+    still_serving(&t, 1).await;
+}
+
+/// The start of a transaction for inbox@ours.test, up to the 354.
+async fn start_data(c: &mut Raw) {
+    c.send("MAIL FROM:<ann@external.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
+        .await;
+    for code in [250, 250, 354] {
+        c.expect(code).await;
+    }
+}
+
+#[tokio::test]
+async fn a_smuggled_end_of_data_is_refused_and_nothing_is_stored() {
+    let t = setup_with(test_config()).await;
+    let mut c = Raw::connect(t.smtp.addr).await;
+    c.expect(220).await;
+    c.send("EHLO x.test\r\n").await;
+    c.expect(250).await;
+    for (n, end) in ["\n.\n", "\r\n.\n", "\n.\r\n"].into_iter().enumerate() {
+        start_data(&mut c).await;
+        // What a server that ends DATA at a bare-LF "." would take as a
+        // second, forged transaction.
+        let payload = format!(
+            "Subject: innocent {n}\r\n\r\nhello{end}MAIL FROM:<ceo@ours.test>\r\n\
+             RCPT TO:<inbox@ours.test>\r\nDATA\r\nFrom: ceo@ours.test\r\n\
+             Subject: smuggled {n}\r\n\r\npay them\r\n.\r\n"
+        );
+        c.send_bytes(payload.as_bytes()).await;
+        let refused = c.expect(554).await;
+        assert!(
+            refused.contains("5.5.2") && refused.contains("bare <LF>"),
+            "{refused}"
+        );
+    }
+    // The session is still in step: the next transaction goes through.
+    start_data(&mut c).await;
+    c.send("Subject: fine\r\nMessage-ID: <fine@external.test>\r\n\r\nok\r\n.\r\nQUIT\r\n")
+        .await;
+    c.expect(250).await;
+    c.expect(221).await;
+    let subjects: Vec<String> = inbound_in(&t.app.db, "inbox@ours.test")
+        .await
+        .into_iter()
+        .map(|m| m.subject)
+        .collect();
+    assert_eq!(subjects, vec!["fine"]);
+}
