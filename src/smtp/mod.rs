@@ -182,3 +182,36 @@ fn local_hostname() -> String {
         name
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_reach_the_listener() {
+        let values = [
+            ("PIGEONHOLE_SMTP_HOSTNAME", "mx.example.test"),
+            ("PIGEONHOLE_SMTP_MAX_CONNECTIONS", "40"),
+            ("PIGEONHOLE_SMTP_MAX_CONNECTIONS_PER_IP", "3"),
+            ("PIGEONHOLE_SMTP_IDLE_TIMEOUT", "15"),
+            ("PIGEONHOLE_SMTP_SESSION_TIMEOUT", "90"),
+            ("PIGEONHOLE_SMTP_AUTH_TIMEOUT", "1.5"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let config = crate::config::Config::from_map(&values).unwrap();
+        let c = SmtpConfig::from_config(&config).unwrap();
+        assert_eq!(c.hostname, "mx.example.test");
+        assert_eq!((c.max_connections, c.max_connections_per_ip), (40, 3));
+        assert_eq!(c.idle_timeout, Duration::from_secs(15));
+        assert_eq!(c.session_timeout, Duration::from_secs(90));
+        assert_eq!(c.auth_timeout, Duration::from_millis(1500));
+
+        let unset = crate::config::Config::from_map(&Default::default()).unwrap();
+        let d = SmtpConfig::from_config(&unset).unwrap();
+        let default = SmtpConfig::default();
+        assert_eq!(d.max_connections_per_ip, default.max_connections_per_ip);
+        assert_eq!(d.session_timeout, default.session_timeout);
+    }
+}

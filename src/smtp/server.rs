@@ -381,8 +381,9 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
         if rd.buffer().is_empty() || out.len() > MAX_PENDING_OUTPUT {
             write_out(rd.get_mut(), &mut out, idle).await?;
         }
-        // Checked before reading: pipelined input is read without waiting,
-        // so the timeout below alone would never end a busy session.
+        // Checked before reading too: a read of pipelined input completes
+        // at once, so the timer below wins only when the runtime happens to
+        // make the read yield.
         if Instant::now() >= ctx.deadline {
             close_with(&mut rd, &mut out, ctx.timed_out(), idle).await?;
             return Ok(Outcome::Closed);

@@ -4,6 +4,8 @@
 use std::time::{Duration, Instant};
 
 use pigeonhole::smtp::SmtpConfig;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
 
 use crate::inbound::{Raw, inbound_in, setup_with, still_serving, test_config};
 
@@ -89,6 +91,67 @@ async fn a_busy_session_ends_at_its_time_limit() {
     assert!(c.expect(421).await.contains("session time limit"));
     assert!(inbound_in(&t.app.db, "inbox@ours.test").await.is_empty());
     still_serving(&t, 1).await;
+}
+
+#[tokio::test]
+async fn a_pipelining_flood_ends_at_the_time_limit_too() {
+    let limit = Duration::from_millis(500);
+    let t = setup_with(SmtpConfig {
+        session_timeout: limit,
+        idle_timeout: Duration::from_secs(30),
+        ..test_config()
+    })
+    .await;
+    let (rd, mut wr) = TcpStream::connect(t.smtp.addr)
+        .await
+        .expect("connect")
+        .into_split();
+    let started = Instant::now();
+    // Commands arrive faster than they are answered (several batches stay
+    // unanswered, but fewer than the server reads after its last reply):
+    // the server never waits for input, so only a check of the clock can
+    // end the session.
+    const BATCH: usize = 10_000;
+    const OUTSTANDING: usize = 8;
+    let (answered_tx, mut answered) = tokio::sync::watch::channel(0usize);
+    let flood = tokio::spawn(async move {
+        let batch = "NOOP\r\n".repeat(BATCH);
+        let mut sent = 0usize;
+        while started.elapsed() < Duration::from_secs(10) {
+            if wr.write_all(batch.as_bytes()).await.is_err() {
+                break;
+            }
+            sent += BATCH;
+            let wanted = sent.saturating_sub(OUTSTANDING * BATCH);
+            if answered.wait_for(|n| *n >= wanted).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut rd = BufReader::new(rd);
+    let mut line = String::new();
+    let mut oks = 0usize;
+    let last = loop {
+        line.clear();
+        let n = tokio::time::timeout(Duration::from_secs(15), rd.read_line(&mut line))
+            .await
+            .expect("a reply")
+            .expect("read a reply");
+        if line.starts_with("250") {
+            oks += 1;
+            answered_tx.send_replace(oks);
+        } else if n == 0 || !line.starts_with("220") {
+            break line.clone();
+        }
+    };
+    assert!(oks > BATCH, "the flood was served for a while ({oks})");
+    assert!(last.starts_with("421 4.4.2"), "{last:?}");
+    assert!(
+        started.elapsed() < limit + Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    flood.abort();
 }
 
 /// The start of a transaction for inbox@ours.test, up to the 354.
