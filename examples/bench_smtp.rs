@@ -1,6 +1,7 @@
 //! Inbound SMTP throughput: 8 concurrent clients over raw TCP deliver N
 //! messages to the real listener, which parses, threads, indexes and stores
 //! each one (with its `mail.received` event and contacts) before answering 250.
+//! Each message's sender is checked with SPF against a local DNS server.
 //!
 //! ```text
 //! cargo run --release --example bench_smtp -- [N] [DATABASE_URL]
@@ -11,9 +12,12 @@
 //! measure PostgreSQL). Every fourth message starts a conversation; the others
 //! reply to it, half through In-Reply-To and half through the subject alone.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use pigeonhole::core::mailboxes::{self, Mailbox};
+use pigeonhole::dns::Dns;
+use pigeonhole::dns_test_server::TestDnsServer;
 use pigeonhole::smtp::{self, SmtpConfig};
 use pigeonhole::sql;
 use pigeonhole::store::{Db, RowExt};
@@ -159,9 +163,15 @@ async fn main() -> anyhow::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // SPF is checked for every message, against a local DNS server that
+    // publishes the senders' policy (never the internet).
+    let dns_server = TestDnsServer::start().await?;
+    dns_server.set_txt("sender.test", &["v=spf1 ip4:127.0.0.1 -all"]);
+    let dns = Arc::new(Dns::new(Some(&[dns_server.addr()]))?);
     let server = tokio::spawn(smtp::run(
         listener,
         db.clone(),
+        dns,
         SmtpConfig {
             hostname: "bench.mx".into(),
             ..SmtpConfig::default()
@@ -214,6 +224,14 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(
         stored as usize == accepted && threads as usize == expected_threads,
         "stored or threaded wrongly"
+    );
+    let raw = sql!("SELECT raw FROM messages WHERE direction = 'inbound' LIMIT 1")
+        .fetch_one(db.reader())
+        .await?
+        .bytes("raw")?;
+    anyhow::ensure!(
+        String::from_utf8_lossy(&raw).contains("\tspf=pass smtp.mailfrom="),
+        "no spf=pass in the stored message"
     );
     Ok(())
 }

@@ -1,4 +1,5 @@
 //! The rules of the service, callable without HTTP.
+pub mod auth_results;
 pub mod domains;
 pub mod drafts;
 pub mod events;
@@ -12,6 +13,7 @@ pub mod provider_events;
 pub mod quota;
 pub mod search;
 pub mod sending;
+pub mod spf;
 pub mod suppressions;
 pub mod thread_actions;
 pub mod threads;

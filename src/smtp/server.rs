@@ -18,7 +18,8 @@ use tokio_rustls::TlsAcceptor;
 use super::SmtpConfig;
 use super::per_client::PerClient;
 use super::protocol::{Action, DataReader, DataStep, Envelope, Reply, Session, parse_command};
-use crate::core::inbound;
+use crate::core::{auth_results, inbound, spf};
+use crate::dns::Dns;
 use crate::store::Db;
 
 /// How long sessions get to finish after shutdown is asked for.
@@ -36,6 +37,8 @@ const LINGER_BYTES: usize = 1024 * 1024;
 
 struct Ctx {
     db: Db,
+    /// For the SPF check of each message.
+    dns: Arc<Dns>,
     config: Arc<SmtpConfig>,
     tls: Option<TlsAcceptor>,
     stop: watch::Receiver<bool>,
@@ -78,6 +81,7 @@ fn timeout_reply(config: &SmtpConfig, deadline: Instant) -> Reply {
 pub async fn run(
     listener: TcpListener,
     db: Db,
+    dns: Arc<Dns>,
     config: SmtpConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -123,6 +127,7 @@ pub async fn run(
             Ok(permit) => {
                 let ctx = Ctx {
                     db: db.clone(),
+                    dns: dns.clone(),
                     config: config.clone(),
                     tls: tls.clone(),
                     stop: stop_rx.clone(),
@@ -445,7 +450,7 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                 match read_data(&mut rd, &mut line, &config, &ctx.memory, ctx.deadline).await? {
                     DataEnd::Message(raw, reserved) => {
                         let envelope = session.take_envelope();
-                        let reply = deliver(&ctx.db, &config, session, peer, envelope, raw).await;
+                        let reply = deliver(ctx, session, peer, envelope, raw).await;
                         drop(reserved);
                         reply
                     }
@@ -614,20 +619,31 @@ fn trace_headers(
     h
 }
 
-/// Stores the message; the reply says whether it was.
+/// Checks the sender and stores the message; the reply says whether it was.
 async fn deliver(
-    db: &Db,
-    config: &SmtpConfig,
+    ctx: &Ctx,
     session: &Session,
     peer: SocketAddr,
     envelope: Envelope,
-    raw: Vec<u8>,
+    mut raw: Vec<u8>,
 ) -> Reply {
+    let config = &ctx.config;
+    let spf = spf::check(
+        &ctx.dns,
+        peer.ip(),
+        &envelope.helo,
+        &envelope.mail_from,
+        config.auth_timeout,
+    )
+    .await;
+    auth_results::strip_claimed(&mut raw, &config.hostname);
     let session_id = crate::ids::random_token(12);
-    let mut full = trace_headers(config, session, peer, &envelope, &session_id).into_bytes();
+    let mut full = trace_headers(config, session, peer, &envelope, &session_id);
+    full.push_str(&auth_results::header(&config.hostname, &spf));
+    let mut full = full.into_bytes();
     full.extend_from_slice(&raw);
     drop(raw);
-    match inbound::ingest(db, &full, &envelope.recipients).await {
+    match inbound::ingest(&ctx.db, &full, &envelope.recipients).await {
         Ok(stored) if stored.is_empty() => Reply::new(
             550,
             "5.1.1 Error: no recipient of this message exists any more",
@@ -637,6 +653,7 @@ async fn deliver(
             tracing::info!(
                 peer = %peer,
                 from = %envelope.mail_from,
+                spf = spf.result.as_str(),
                 recipients = envelope.recipients.len(),
                 messages = ?ids,
                 duplicates = stored.iter().filter(|s| s.duplicate).count(),

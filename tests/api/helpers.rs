@@ -326,9 +326,10 @@ impl Drop for TestSmtp {
     }
 }
 
-/// Starts `pigeonhole::smtp::run` on 127.0.0.1:0 with `config`.
+/// Starts `pigeonhole::smtp::run` on 127.0.0.1:0 with `config`, over the
+/// app's database and resolver (its test DNS server).
 #[allow(dead_code)]
-pub async fn start_smtp(db: &Db, config: pigeonhole::smtp::SmtpConfig) -> TestSmtp {
+pub async fn start_smtp(app: &TestApp, config: pigeonhole::smtp::SmtpConfig) -> TestSmtp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind smtp");
@@ -336,7 +337,8 @@ pub async fn start_smtp(db: &Db, config: pigeonhole::smtp::SmtpConfig) -> TestSm
     let (tx, rx) = oneshot::channel::<()>();
     tokio::spawn(pigeonhole::smtp::run(
         listener,
-        db.clone(),
+        app.db.clone(),
+        app.state.dns.clone(),
         config,
         async move {
             let _ = rx.await;

@@ -132,7 +132,7 @@ pub(crate) async fn setup_with(config: SmtpConfig) -> Inbound {
     let app = spawn_app().await;
     app.verified_domain("ours.test").await;
     app.mailbox("inbox@ours.test").await;
-    let smtp = start_smtp(&app.db, config).await;
+    let smtp = start_smtp(&app, config).await;
     Inbound { app, smtp }
 }
 

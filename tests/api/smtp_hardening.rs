@@ -1,5 +1,6 @@
 //! Inbound SMTP against hostile clients (review issue 13): one address
-//! holding every connection, sessions that never end, SMTP smuggling.
+//! holding every connection, sessions that never end, SMTP smuggling; and
+//! the SPF result recorded in `Authentication-Results`.
 
 use std::time::{Duration, Instant};
 
@@ -7,7 +8,7 @@ use pigeonhole::smtp::SmtpConfig;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use crate::inbound::{Raw, inbound_in, setup_with, still_serving, test_config};
+use crate::inbound::{Inbound, Raw, inbound_in, raw_of, setup_with, still_serving, test_config};
 
 #[tokio::test]
 async fn one_address_cannot_take_every_connection() {
@@ -198,4 +199,141 @@ async fn a_smuggled_end_of_data_is_refused_and_nothing_is_stored() {
         .map(|m| m.subject)
         .collect();
     assert_eq!(subjects, vec!["fine"]);
+}
+
+/// One message through a fresh session; the stored copy's raw MIME.
+async fn deliver(t: &Inbound, helo: &str, from: &str, data: &str) -> String {
+    let mut c = Raw::connect(t.smtp.addr).await;
+    c.expect(220).await;
+    c.send(&format!(
+        "EHLO {helo}\r\nMAIL FROM:<{from}>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n"
+    ))
+    .await;
+    for code in [250, 250, 250, 354] {
+        c.expect(code).await;
+    }
+    c.send(&format!("{data}\r\n.\r\nQUIT\r\n")).await;
+    let stored = c.expect(250).await;
+    c.expect(221).await;
+    let id = stored.rsplit(' ').next().expect("message id");
+    String::from_utf8(raw_of(&t.app.db, id).await).expect("utf-8")
+}
+
+/// The value of our `Authentication-Results` field, unfolded.
+fn our_results(raw: &str) -> String {
+    let head = raw.split("\r\n\r\n").next().unwrap_or("");
+    let fields: Vec<&str> = head
+        .split("\r\nAuthentication-Results: mx.ours.test;")
+        .skip(1)
+        .collect();
+    assert_eq!(fields.len(), 1, "exactly one field of ours: {head}");
+    // The rest of its first line, then its folded lines.
+    let mut lines = fields[0].split("\r\n");
+    let mut out = lines.next().unwrap_or("").trim().to_string();
+    for line in lines.take_while(|l| l.starts_with([' ', '\t'])) {
+        out.push_str(line.trim());
+    }
+    out
+}
+
+#[tokio::test]
+async fn accepted_mail_carries_its_spf_result() {
+    let t = setup_with(test_config()).await;
+    t.app
+        .dns
+        .set_txt("pass.test", &["v=spf1 ip4:192.0.2.1 ip4:127.0.0.0/8 -all"]);
+    t.app
+        .dns
+        .set_txt("fail.test", &["v=spf1 ip4:192.0.2.1 -all"]);
+    t.app.dns.set_txt("soft.test", &["v=spf1 ~all"]);
+    t.app.dns.set_txt("helo.pass.test", &["v=spf1 a -all"]);
+    t.app
+        .dns
+        .set_a("helo.pass.test", &["127.0.0.1".parse().unwrap()]);
+    let body = "Subject: hi\r\n\r\nhello";
+    for (helo, from, want) in [
+        (
+            "c.test",
+            "ann@pass.test",
+            "spf=pass smtp.mailfrom=ann@pass.test",
+        ),
+        (
+            "c.test",
+            "ann@fail.test",
+            "spf=fail smtp.mailfrom=ann@fail.test",
+        ),
+        (
+            "c.test",
+            "ann@soft.test",
+            "spf=softfail smtp.mailfrom=ann@soft.test",
+        ),
+        (
+            "c.test",
+            "ann@none.test",
+            "spf=none smtp.mailfrom=ann@none.test",
+        ),
+        ("helo.pass.test", "", "spf=pass smtp.helo=helo.pass.test"),
+        ("nothing.test", "", "spf=none smtp.helo=nothing.test"),
+    ] {
+        let raw = deliver(&t, helo, from, body).await;
+        assert_eq!(our_results(&raw), format!("{want}"), "{from}");
+    }
+}
+
+#[tokio::test]
+async fn results_forged_under_our_name_are_dropped_and_others_kept() {
+    let t = setup_with(test_config()).await;
+    t.app
+        .dns
+        .set_txt("bank.test", &["v=spf1 ip4:192.0.2.1 -all"]);
+    let data = "Authentication-Results: mx.ours.test; spf=pass smtp.mailfrom=ceo@bank.test\r\n\
+                Authentication-Results: MX.OURS.TEST (forged)\r\n  ; dkim=pass header.d=bank.test\r\n\
+                Authentication-Results: upstream.test; spf=pass smtp.mailfrom=ceo@bank.test\r\n\
+                From: ceo@bank.test\r\nSubject: wire the money\r\n\r\nnow";
+    let raw = deliver(&t, "c.test", "ceo@bank.test", data).await;
+    assert_eq!(our_results(&raw), "spf=fail smtp.mailfrom=ceo@bank.test");
+    assert!(!raw.to_ascii_lowercase().contains("forged"), "{raw}");
+    assert!(raw.contains("\r\nAuthentication-Results: upstream.test; spf=pass"));
+    assert!(raw.contains("\r\nSubject: wire the money\r\n"));
+}
+
+#[tokio::test]
+async fn a_dead_resolver_is_a_temperror_without_stalling_the_session() {
+    // A DNS server that never answers.
+    let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let app = crate::helpers::spawn_app_with(|c| {
+        c.insert(
+            "PIGEONHOLE_DNS_SERVERS".into(),
+            silent.local_addr().unwrap().to_string(),
+        );
+    })
+    .await;
+    app.verified_domain("ours.test").await;
+    app.mailbox("inbox@ours.test").await;
+    let smtp = crate::helpers::start_smtp(
+        &app,
+        SmtpConfig {
+            auth_timeout: Duration::from_millis(300),
+            ..test_config()
+        },
+    )
+    .await;
+    let t = Inbound { app, smtp };
+    let started = Instant::now();
+    let raw = deliver(
+        &t,
+        "c.test",
+        "ann@external.test",
+        "Subject: hi\r\n\r\nhello",
+    )
+    .await;
+    assert_eq!(
+        our_results(&raw),
+        "spf=temperror smtp.mailfrom=ann@external.test"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }

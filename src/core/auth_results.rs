@@ -1,0 +1,206 @@
+//! The `Authentication-Results` header (RFC 8601) of inbound mail: the one
+//! this server adds, and the removal of any the sender wrote under our name.
+
+use crate::core::spf::{Identity, SpfCheck};
+
+const FIELD: &[u8] = b"authentication-results";
+
+/// `Authentication-Results: <authserv_id>; spf=<result> smtp.mailfrom=<…>`
+/// (or `smtp.helo=` for the null sender), with its CRLF.
+pub fn header(authserv_id: &str, spf: &SpfCheck) -> String {
+    let (property, value) = match &spf.identity {
+        Identity::MailFrom(address) => ("smtp.mailfrom", address),
+        Identity::Helo(name) => ("smtp.helo", name),
+    };
+    format!(
+        "Authentication-Results: {authserv_id};\r\n\tspf={} {property}={}\r\n",
+        spf.result.as_str(),
+        pvalue(value)
+    )
+}
+
+/// A property value: as is when it is a plain address or name, otherwise a
+/// quoted-string, so that nothing the client sent can end the field early.
+fn pvalue(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.@".contains(c));
+    if plain {
+        return value.to_owned();
+    }
+    let mut quoted = String::from("\"");
+    for c in value.chars().filter(|c| !c.is_control()) {
+        if c == '"' || c == '\\' {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// Removes from the header section of `raw` every `Authentication-Results`
+/// field whose authserv-id is `authserv_id` (RFC 8601 §5: only we may speak
+/// for ourselves); fields of other authserv-ids stay. Returns how many
+/// fields were removed.
+pub fn strip_claimed(raw: &mut Vec<u8>, authserv_id: &str) -> usize {
+    let ours = authserv_id.trim_end_matches('.');
+    let mut remove: Vec<(usize, usize)> = Vec::new();
+    let mut pos = 0;
+    while pos < raw.len() {
+        let line_end = next_line(raw, pos);
+        let line = &raw[pos..line_end];
+        if line == b"\r\n" || line == b"\n" {
+            break;
+        }
+        // A field is its first line and the folded lines after it.
+        let mut end = line_end;
+        while end < raw.len() && matches!(raw[end], b' ' | b'\t') {
+            end = next_line(raw, end);
+        }
+        if let Some(value) = field_value(&raw[pos..end], FIELD)
+            && authserv_id_of(value).is_some_and(|id| id.eq_ignore_ascii_case(ours))
+        {
+            remove.push((pos, end));
+        }
+        pos = end;
+    }
+    for (start, end) in remove.iter().rev() {
+        raw.drain(*start..*end);
+    }
+    remove.len()
+}
+
+/// Where the line starting at `pos` ends (after its LF, or at the end).
+fn next_line(raw: &[u8], pos: usize) -> usize {
+    match raw[pos..].iter().position(|b| *b == b'\n') {
+        Some(i) => pos + i + 1,
+        None => raw.len(),
+    }
+}
+
+/// The value of `field` when it is named `name` (any case, blanks allowed
+/// before the colon).
+fn field_value<'a>(field: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let colon = field.iter().position(|b| *b == b':')?;
+    let mut field_name = &field[..colon];
+    while let [rest @ .., b' ' | b'\t'] = field_name {
+        field_name = rest;
+    }
+    field_name
+        .eq_ignore_ascii_case(name)
+        .then(|| &field[colon + 1..])
+}
+
+/// The authserv-id at the start of a field value, after any folding
+/// white space and comments; the trailing dot of a domain is dropped.
+fn authserv_id_of(value: &[u8]) -> Option<String> {
+    let mut i = 0;
+    let mut depth = 0usize;
+    while i < value.len() {
+        match value[i] {
+            b'(' => depth += 1,
+            b')' if depth > 0 => depth -= 1,
+            b'\\' if depth > 0 => i += 1,
+            b' ' | b'\t' | b'\r' | b'\n' => {}
+            _ if depth > 0 => {}
+            _ => break,
+        }
+        i += 1;
+    }
+    let rest = value.get(i..)?;
+    let id = if let Some(quoted) = rest.strip_prefix(b"\"") {
+        let close = quoted.iter().position(|b| *b == b'"')?;
+        &quoted[..close]
+    } else {
+        let len = rest
+            .iter()
+            .position(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b';' | b'('))
+            .unwrap_or(rest.len());
+        &rest[..len]
+    };
+    let id = String::from_utf8_lossy(id);
+    let id = id.trim_end_matches('.');
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::spf::SpfResult;
+
+    #[test]
+    fn our_header_names_the_identity_safely() {
+        let spf = SpfCheck {
+            result: SpfResult::Pass,
+            identity: Identity::MailFrom("ann@external.test".into()),
+        };
+        assert_eq!(
+            header("mx.ours.test", &spf),
+            "Authentication-Results: mx.ours.test;\r\n\tspf=pass smtp.mailfrom=ann@external.test\r\n"
+        );
+        let spf = SpfCheck {
+            result: SpfResult::None,
+            identity: Identity::Helo("client.test".into()),
+        };
+        assert!(header("mx.ours.test", &spf).ends_with("\tspf=none smtp.helo=client.test\r\n"));
+        let spf = SpfCheck {
+            result: SpfResult::Fail,
+            identity: Identity::MailFrom("\"odd; x\"\r\nX-Evil: 1@a.test".into()),
+        };
+        let h = header("mx.ours.test", &spf);
+        assert!(
+            h.ends_with("spf=fail smtp.mailfrom=\"\\\"odd; x\\\"X-Evil: 1@a.test\"\r\n"),
+            "{h}"
+        );
+        assert_eq!(h.matches("\r\n").count(), 2);
+    }
+
+    #[test]
+    fn only_fields_claiming_our_name_are_stripped() {
+        let mut raw = b"Received: from a\r\n\tby b\r\n\
+Authentication-Results: mx.ours.test; spf=pass smtp.mailfrom=x@bank.test\r\n\
+authentication-results :  (forged)\r\n  MX.Ours.Test. 1;\r\n\tdkim=pass header.d=bank.test\r\n\
+Authentication-Results: mx.ours.test.evil.test; spf=fail\r\n\
+Authentication-Results: upstream.test; spf=pass smtp.mailfrom=y@z.test\r\n\
+ARC-Authentication-Results: i=1; mx.ours.test; spf=pass\r\n\
+Subject: hi\r\n\
+\r\n\
+Authentication-Results: mx.ours.test; spf=pass (in the body: kept)\r\n"
+            .to_vec();
+        assert_eq!(strip_claimed(&mut raw, "mx.ours.test"), 2);
+        assert_eq!(
+            String::from_utf8(raw).unwrap(),
+            "Received: from a\r\n\tby b\r\n\
+Authentication-Results: mx.ours.test.evil.test; spf=fail\r\n\
+Authentication-Results: upstream.test; spf=pass smtp.mailfrom=y@z.test\r\n\
+ARC-Authentication-Results: i=1; mx.ours.test; spf=pass\r\n\
+Subject: hi\r\n\
+\r\n\
+Authentication-Results: mx.ours.test; spf=pass (in the body: kept)\r\n"
+        );
+    }
+
+    #[test]
+    fn odd_inputs_never_panic() {
+        for raw in [
+            &b""[..],
+            b"Authentication-Results:",
+            b"Authentication-Results: (unclosed",
+            b"Authentication-Results: \"mx.ours.test\"; spf=pass",
+            b"Authentication-Results: mx.ours.test",
+            b"no colon at all\n\nbody",
+            b"\n",
+        ] {
+            let mut v = raw.to_vec();
+            strip_claimed(&mut v, "mx.ours.test");
+        }
+        let mut v = b"Authentication-Results: mx.ours.test".to_vec();
+        assert_eq!(strip_claimed(&mut v, "mx.ours.test"), 1);
+        assert!(v.is_empty());
+        let mut v = b"Authentication-Results: \"mx.ours.test\"; x\nA: b\n".to_vec();
+        assert_eq!(strip_claimed(&mut v, "mx.ours.test"), 1);
+        assert_eq!(v, b"A: b\n");
+    }
+}
