@@ -2,8 +2,7 @@
 //! this server adds, and the removal of any the sender wrote under our name.
 
 use crate::core::spf::{Identity, SpfCheck};
-
-const FIELD: &[u8] = b"authentication-results";
+use crate::mime::header_fields;
 
 /// `Authentication-Results: <authserv_id>; spf=<result> smtp.mailfrom=<…>`
 /// (or `smtp.helo=` for the null sender), with its CRLF.
@@ -46,51 +45,19 @@ fn pvalue(value: &str) -> String {
 /// fields were removed.
 pub fn strip_claimed(raw: &mut Vec<u8>, authserv_id: &str) -> usize {
     let ours = authserv_id.trim_end_matches('.');
-    let mut remove: Vec<(usize, usize)> = Vec::new();
-    let mut pos = 0;
-    while pos < raw.len() {
-        let line_end = next_line(raw, pos);
-        let line = &raw[pos..line_end];
-        if line == b"\r\n" || line == b"\n" {
-            break;
-        }
-        // A field is its first line and the folded lines after it.
-        let mut end = line_end;
-        while end < raw.len() && matches!(raw[end], b' ' | b'\t') {
-            end = next_line(raw, end);
-        }
-        if let Some(value) = field_value(&raw[pos..end], FIELD)
-            && authserv_id_of(value).is_some_and(|id| id.eq_ignore_ascii_case(ours))
-        {
-            remove.push((pos, end));
-        }
-        pos = end;
-    }
+    let remove: Vec<(usize, usize)> = header_fields::split(raw)
+        .0
+        .iter()
+        .filter(|f| {
+            f.is("Authentication-Results")
+                && authserv_id_of(f.value).is_some_and(|id| id.eq_ignore_ascii_case(ours))
+        })
+        .map(|f| (f.start, f.start + f.raw.len()))
+        .collect();
     for (start, end) in remove.iter().rev() {
         raw.drain(*start..*end);
     }
     remove.len()
-}
-
-/// Where the line starting at `pos` ends (after its LF, or at the end).
-fn next_line(raw: &[u8], pos: usize) -> usize {
-    match raw[pos..].iter().position(|b| *b == b'\n') {
-        Some(i) => pos + i + 1,
-        None => raw.len(),
-    }
-}
-
-/// The value of `field` when it is named `name` (any case, blanks allowed
-/// before the colon).
-fn field_value<'a>(field: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    let colon = field.iter().position(|b| *b == b':')?;
-    let mut field_name = &field[..colon];
-    while let [rest @ .., b' ' | b'\t'] = field_name {
-        field_name = rest;
-    }
-    field_name
-        .eq_ignore_ascii_case(name)
-        .then(|| &field[colon + 1..])
 }
 
 /// The authserv-id at the start of a field value, after any folding
