@@ -1,30 +1,64 @@
 //! The `Authentication-Results` header (RFC 8601) of inbound mail: the one
 //! this server adds, and the removal of any the sender wrote under our name.
 
+use crate::core::dkim::DkimCheck;
 use crate::core::spf::{Identity, SpfCheck};
 use crate::mime::header_fields;
 
 /// `Authentication-Results: <authserv_id>; spf=<result> smtp.mailfrom=<…>`
-/// (or `smtp.helo=` for the null sender), with its CRLF.
-pub fn header(authserv_id: &str, spf: &SpfCheck) -> String {
+/// (or `smtp.helo=` for the null sender), then one `dkim=` per signature
+/// (`dkim=none` for an unsigned message), with its CRLF.
+pub fn header(authserv_id: &str, spf: &SpfCheck, dkim: &[DkimCheck]) -> String {
     let (property, value) = match &spf.identity {
         Identity::MailFrom(address) => ("smtp.mailfrom", address),
         Identity::Helo(name) => ("smtp.helo", name),
     };
-    format!(
-        "Authentication-Results: {authserv_id};\r\n\tspf={} {property}={}\r\n",
+    let mut h = format!(
+        "Authentication-Results: {authserv_id};\r\n\tspf={} {property}={}",
         spf.result.as_str(),
         pvalue(value)
-    )
+    );
+    if dkim.is_empty() {
+        h.push_str(";\r\n\tdkim=none");
+    }
+    for check in dkim {
+        h.push_str(&format!(";\r\n\tdkim={}", check.result.as_str()));
+        for (property, value) in [
+            ("header.d", &check.domain),
+            ("header.s", &check.selector),
+            ("header.b", &check.b),
+        ] {
+            if !value.is_empty() {
+                h.push_str(&format!(" {property}={}", pvalue(value)));
+            }
+        }
+    }
+    h.push_str("\r\n");
+    h
 }
 
-/// A property value: as is when it is a plain address or name, otherwise a
-/// quoted-string, so that nothing the client sent can end the field early.
+/// A property value (RFC 8601 §2.2): as is when it is a MIME token or a
+/// plain `local@domain`, otherwise a quoted-string, so that nothing a client
+/// sent can end the field early.
 fn pvalue(value: &str) -> String {
-    let plain = !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.@".contains(c));
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_graphic() && !"()<>@,;:\\\"/[]?=".contains(c))
+    };
+    let atext = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.".contains(c))
+    };
+    let plain = token(value)
+        || value.rsplit_once('@').is_some_and(|(local, domain)| {
+            (local.is_empty() || atext(local))
+                && !domain.is_empty()
+                && domain
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        });
     if plain {
         return value.to_owned();
     }
@@ -95,6 +129,7 @@ fn authserv_id_of(value: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::dkim::DkimResult;
     use crate::core::spf::SpfResult;
 
     #[test]
@@ -104,24 +139,45 @@ mod tests {
             identity: Identity::MailFrom("ann@external.test".into()),
         };
         assert_eq!(
-            header("mx.ours.test", &spf),
-            "Authentication-Results: mx.ours.test;\r\n\tspf=pass smtp.mailfrom=ann@external.test\r\n"
+            header("mx.ours.test", &spf, &[]),
+            "Authentication-Results: mx.ours.test;\r\n\tspf=pass smtp.mailfrom=ann@external.test;\r\n\tdkim=none\r\n"
         );
         let spf = SpfCheck {
             result: SpfResult::None,
             identity: Identity::Helo("client.test".into()),
         };
-        assert!(header("mx.ours.test", &spf).ends_with("\tspf=none smtp.helo=client.test\r\n"));
+        let dkim = [
+            DkimCheck {
+                result: DkimResult::Pass,
+                domain: "football.example.com".into(),
+                selector: "brisbane".into(),
+                b: "/gCrinpc".into(),
+            },
+            DkimCheck {
+                result: DkimResult::Neutral,
+                domain: String::new(),
+                selector: "x y".into(),
+                b: String::new(),
+            },
+        ];
+        assert_eq!(
+            header("mx.ours.test", &spf, &dkim),
+            "Authentication-Results: mx.ours.test;\r\n\tspf=none smtp.helo=client.test;\r\n\
+             \tdkim=pass header.d=football.example.com header.s=brisbane header.b=\"/gCrinpc\";\r\n\
+             \tdkim=neutral header.s=\"x y\"\r\n"
+        );
         let spf = SpfCheck {
             result: SpfResult::Fail,
             identity: Identity::MailFrom("\"odd; x\"\r\nX-Evil: 1@a.test".into()),
         };
-        let h = header("mx.ours.test", &spf);
+        let h = header("mx.ours.test", &spf, &[]);
         assert!(
-            h.ends_with("spf=fail smtp.mailfrom=\"\\\"odd; x\\\"X-Evil: 1@a.test\"\r\n"),
+            h.contains("spf=fail smtp.mailfrom=\"\\\"odd; x\\\"X-Evil: 1@a.test\";"),
             "{h}"
         );
-        assert_eq!(h.matches("\r\n").count(), 2);
+        assert_eq!(h.matches("\r\n").count(), 3);
+        assert_eq!(pvalue("@bank.test"), "@bank.test");
+        assert_eq!(pvalue("a=b"), "\"a=b\"");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use tokio_rustls::TlsAcceptor;
 use super::SmtpConfig;
 use super::per_client::PerClient;
 use super::protocol::{Action, DataReader, DataStep, Envelope, Reply, Session, parse_command};
-use crate::core::{auth_results, inbound, spf};
+use crate::core::{auth_results, dkim, inbound, spf};
 use crate::dns::Dns;
 use crate::store::Db;
 
@@ -628,18 +628,22 @@ async fn deliver(
     mut raw: Vec<u8>,
 ) -> Reply {
     let config = &ctx.config;
-    let spf = spf::check(
-        &ctx.dns,
-        peer.ip(),
-        &envelope.helo,
-        &envelope.mail_from,
-        config.auth_timeout,
-    )
-    .await;
+    // On the message as it came, before any header of it is removed.
+    let now = u64::try_from(crate::clock::now_micros() / 1_000_000).unwrap_or(0);
+    let (spf, dkim) = tokio::join!(
+        spf::check(
+            &ctx.dns,
+            peer.ip(),
+            &envelope.helo,
+            &envelope.mail_from,
+            config.auth_timeout,
+        ),
+        dkim::verify(&ctx.dns, &raw, now, config.auth_timeout),
+    );
     auth_results::strip_claimed(&mut raw, &config.hostname);
     let session_id = crate::ids::random_token(12);
     let mut full = trace_headers(config, session, peer, &envelope, &session_id);
-    full.push_str(&auth_results::header(&config.hostname, &spf));
+    full.push_str(&auth_results::header(&config.hostname, &spf, &dkim));
     let mut full = full.into_bytes();
     full.extend_from_slice(&raw);
     drop(raw);
@@ -654,6 +658,7 @@ async fn deliver(
                 peer = %peer,
                 from = %envelope.mail_from,
                 spf = spf.result.as_str(),
+                dkim = ?dkim.iter().map(|d| d.result.as_str()).collect::<Vec<_>>(),
                 recipients = envelope.recipients.len(),
                 messages = ?ids,
                 duplicates = stored.iter().filter(|s| s.duplicate).count(),

@@ -231,9 +231,10 @@ fn our_results(raw: &str) -> String {
     let mut lines = fields[0].split("\r\n");
     let mut out = lines.next().unwrap_or("").trim().to_string();
     for line in lines.take_while(|l| l.starts_with([' ', '\t'])) {
+        out.push(' ');
         out.push_str(line.trim());
     }
-    out
+    out.trim().to_string()
 }
 
 #[tokio::test]
@@ -276,7 +277,7 @@ async fn accepted_mail_carries_its_spf_result() {
         ("nothing.test", "", "spf=none smtp.helo=nothing.test"),
     ] {
         let raw = deliver(&t, helo, from, body).await;
-        assert_eq!(our_results(&raw), format!("{want}"), "{from}");
+        assert_eq!(our_results(&raw), format!("{want}; dkim=none"), "{from}");
     }
 }
 
@@ -291,7 +292,10 @@ async fn results_forged_under_our_name_are_dropped_and_others_kept() {
                 Authentication-Results: upstream.test; spf=pass smtp.mailfrom=ceo@bank.test\r\n\
                 From: ceo@bank.test\r\nSubject: wire the money\r\n\r\nnow";
     let raw = deliver(&t, "c.test", "ceo@bank.test", data).await;
-    assert_eq!(our_results(&raw), "spf=fail smtp.mailfrom=ceo@bank.test");
+    assert_eq!(
+        our_results(&raw),
+        "spf=fail smtp.mailfrom=ceo@bank.test; dkim=none"
+    );
     assert!(!raw.to_ascii_lowercase().contains("forged"), "{raw}");
     assert!(raw.contains("\r\nAuthentication-Results: upstream.test; spf=pass"));
     assert!(raw.contains("\r\nSubject: wire the money\r\n"));
@@ -329,11 +333,47 @@ async fn a_dead_resolver_is_a_temperror_without_stalling_the_session() {
     .await;
     assert_eq!(
         our_results(&raw),
-        "spf=temperror smtp.mailfrom=ann@external.test"
+        "spf=temperror smtp.mailfrom=ann@external.test; dkim=none"
     );
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
         started.elapsed()
     );
+}
+
+fn fixture(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    std::fs::read_to_string(path).expect("fixture")
+}
+
+#[tokio::test]
+async fn dkim_signatures_are_verified() {
+    let t = setup_with(test_config()).await;
+    for (name, record) in fixture("dkim-keys.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(' '))
+    {
+        t.app.dns.set_txt(name, &[record]);
+    }
+    // RFC 8463's example, signed with Ed25519 and with RSA.
+    let signed = fixture("dkim-rfc8463.eml").replace('\n', "\r\n");
+    let signed = signed.trim_end_matches("\r\n");
+    let raw = deliver(&t, "c.test", "joe@football.example.com", signed).await;
+    assert_eq!(
+        our_results(&raw),
+        "spf=none smtp.mailfrom=joe@football.example.com; \
+         dkim=pass header.d=football.example.com header.s=brisbane header.b=\"/gCrinpc\"; \
+         dkim=pass header.d=football.example.com header.s=test header.b=F45dVWDf"
+    );
+    // A new Message-ID too, or this would be a duplicate of the first.
+    let tampered = signed
+        .replace("We lost the game.", "We won the game.")
+        .replace("<20030712040037", "<tampered-20030712040037");
+    let raw = deliver(&t, "c.test", "joe@football.example.com", &tampered).await;
+    let results = our_results(&raw);
+    assert_eq!(results.matches("dkim=fail").count(), 2, "{results}");
 }
