@@ -330,6 +330,16 @@ impl Drop for TestSmtp {
 /// app's database and resolver (its test DNS server).
 #[allow(dead_code)]
 pub async fn start_smtp(app: &TestApp, config: pigeonhole::smtp::SmtpConfig) -> TestSmtp {
+    start_smtp_with(&app.db, app.state.dns.clone(), config).await
+}
+
+/// [`start_smtp`] with a resolver of the test's choice.
+#[allow(dead_code)]
+pub async fn start_smtp_with(
+    db: &Db,
+    dns: Arc<pigeonhole::dns::Dns>,
+    config: pigeonhole::smtp::SmtpConfig,
+) -> TestSmtp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind smtp");
@@ -337,8 +347,8 @@ pub async fn start_smtp(app: &TestApp, config: pigeonhole::smtp::SmtpConfig) -> 
     let (tx, rx) = oneshot::channel::<()>();
     tokio::spawn(pigeonhole::smtp::run(
         listener,
-        app.db.clone(),
-        app.state.dns.clone(),
+        db.clone(),
+        dns,
         config,
         async move {
             let _ = rx.await;

@@ -2,8 +2,10 @@
 //! holding every connection, sessions that never end, SMTP smuggling; and
 //! the SPF result recorded in `Authentication-Results`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pigeonhole::dns::Dns;
 use pigeonhole::smtp::SmtpConfig;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -305,17 +307,13 @@ async fn results_forged_under_our_name_are_dropped_and_others_kept() {
 async fn a_dead_resolver_is_a_temperror_without_stalling_the_session() {
     // A DNS server that never answers.
     let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let app = crate::helpers::spawn_app_with(|c| {
-        c.insert(
-            "PIGEONHOLE_DNS_SERVERS".into(),
-            silent.local_addr().unwrap().to_string(),
-        );
-    })
-    .await;
+    let dead = Dns::new(Some(&[silent.local_addr().unwrap()])).unwrap();
+    let app = crate::helpers::spawn_app().await;
     app.verified_domain("ours.test").await;
     app.mailbox("inbox@ours.test").await;
-    let smtp = crate::helpers::start_smtp(
-        &app,
+    let smtp = crate::helpers::start_smtp_with(
+        &app.db,
+        Arc::new(dead),
         SmtpConfig {
             auth_timeout: Duration::from_millis(300),
             ..test_config()
@@ -376,4 +374,45 @@ async fn dkim_signatures_are_verified() {
     let raw = deliver(&t, "c.test", "joe@football.example.com", &tampered).await;
     let results = our_results(&raw);
     assert_eq!(results.matches("dkim=fail").count(), 2, "{results}");
+}
+
+#[tokio::test]
+async fn spf_is_checked_once_per_sender_in_a_session() {
+    let t = setup_with(test_config()).await;
+    t.app.dns.set_txt("a.test", &["v=spf1 ip4:127.0.0.1 -all"]);
+    t.app.dns.set_txt("b.test", &["v=spf1 -all"]);
+    let mut c = Raw::connect(t.smtp.addr).await;
+    c.expect(220).await;
+    c.send("EHLO c.test\r\n").await;
+    c.expect(250).await;
+    let mut results = Vec::new();
+    for (n, from) in ["x@a.test", "x@a.test", "x@b.test", "x@a.test"]
+        .into_iter()
+        .enumerate()
+    {
+        c.send(&format!(
+            "MAIL FROM:<{from}>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n"
+        ))
+        .await;
+        for code in [250, 250, 354] {
+            c.expect(code).await;
+        }
+        c.send(&format!("Subject: {n}\r\n\r\nhi\r\n.\r\n")).await;
+        let stored = c.expect(250).await;
+        let id = stored.rsplit(' ').next().expect("message id").to_string();
+        let raw = String::from_utf8(raw_of(&t.app.db, &id).await).expect("utf-8");
+        results.push(our_results(&raw));
+        // The policy changes after the first message: the session keeps the
+        // result it has for the same sender, and looks again for another.
+        t.app.dns.set_txt("a.test", &["v=spf1 ~all"]);
+    }
+    assert_eq!(
+        results,
+        vec![
+            "spf=pass smtp.mailfrom=x@a.test; dkim=none",
+            "spf=pass smtp.mailfrom=x@a.test; dkim=none",
+            "spf=fail smtp.mailfrom=x@b.test; dkim=none",
+            "spf=softfail smtp.mailfrom=x@a.test; dkim=none",
+        ]
+    );
 }
