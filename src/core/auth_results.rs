@@ -2,13 +2,14 @@
 //! this server adds, and the removal of any the sender wrote under our name.
 
 use crate::core::dkim::DkimCheck;
+use crate::core::dmarc::DmarcCheck;
 use crate::core::spf::{Identity, SpfCheck};
 use crate::mime::header_fields;
 
 /// `Authentication-Results: <authserv_id>; spf=<result> smtp.mailfrom=<…>`
-/// (or `smtp.helo=` for the null sender), then one `dkim=` per signature
-/// (`dkim=none` for an unsigned message), with its CRLF.
-pub fn header(authserv_id: &str, spf: &SpfCheck, dkim: &[DkimCheck]) -> String {
+/// (or `smtp.helo=` for the null sender), one `dkim=` per signature
+/// (`dkim=none` for an unsigned message), then `dmarc=`, with its CRLF.
+pub fn header(authserv_id: &str, spf: &SpfCheck, dkim: &[DkimCheck], dmarc: &DmarcCheck) -> String {
     let (property, value) = match &spf.identity {
         Identity::MailFrom(address) => ("smtp.mailfrom", address),
         Identity::Helo(name) => ("smtp.helo", name),
@@ -32,6 +33,13 @@ pub fn header(authserv_id: &str, spf: &SpfCheck, dkim: &[DkimCheck]) -> String {
                 h.push_str(&format!(" {property}={}", pvalue(value)));
             }
         }
+    }
+    h.push_str(&format!(";\r\n\tdmarc={}", dmarc.result.as_str()));
+    if let Some(policy) = &dmarc.policy {
+        h.push_str(&format!(" (p={})", pvalue(policy)));
+    }
+    if !dmarc.from_domain.is_empty() {
+        h.push_str(&format!(" header.from={}", pvalue(&dmarc.from_domain)));
     }
     h.push_str("\r\n");
     h
@@ -130,6 +138,15 @@ fn authserv_id_of(value: &[u8]) -> Option<String> {
 mod tests {
     use super::*;
     use crate::core::dkim::DkimResult;
+    use crate::core::dmarc::DmarcResult;
+
+    fn no_from() -> DmarcCheck {
+        DmarcCheck {
+            result: DmarcResult::PermError,
+            from_domain: String::new(),
+            policy: None,
+        }
+    }
     use crate::core::spf::SpfResult;
 
     #[test]
@@ -139,8 +156,8 @@ mod tests {
             identity: Identity::MailFrom("ann@external.test".into()),
         };
         assert_eq!(
-            header("mx.ours.test", &spf, &[]),
-            "Authentication-Results: mx.ours.test;\r\n\tspf=pass smtp.mailfrom=ann@external.test;\r\n\tdkim=none\r\n"
+            header("mx.ours.test", &spf, &[], &no_from()),
+            "Authentication-Results: mx.ours.test;\r\n\tspf=pass smtp.mailfrom=ann@external.test;\r\n\tdkim=none;\r\n\tdmarc=permerror\r\n"
         );
         let spf = SpfCheck {
             result: SpfResult::None,
@@ -161,21 +178,31 @@ mod tests {
             },
         ];
         assert_eq!(
-            header("mx.ours.test", &spf, &dkim),
+            header(
+                "mx.ours.test",
+                &spf,
+                &dkim,
+                &DmarcCheck {
+                    result: DmarcResult::Pass,
+                    from_domain: "football.example.com".into(),
+                    policy: Some("reject".into()),
+                }
+            ),
             "Authentication-Results: mx.ours.test;\r\n\tspf=none smtp.helo=client.test;\r\n\
              \tdkim=pass header.d=football.example.com header.s=brisbane header.b=\"/gCrinpc\";\r\n\
-             \tdkim=neutral header.s=\"x y\"\r\n"
+             \tdkim=neutral header.s=\"x y\";\r\n\
+             \tdmarc=pass (p=reject) header.from=football.example.com\r\n"
         );
         let spf = SpfCheck {
             result: SpfResult::Fail,
             identity: Identity::MailFrom("\"odd; x\"\r\nX-Evil: 1@a.test".into()),
         };
-        let h = header("mx.ours.test", &spf, &[]);
+        let h = header("mx.ours.test", &spf, &[], &no_from());
         assert!(
             h.contains("spf=fail smtp.mailfrom=\"\\\"odd; x\\\"X-Evil: 1@a.test\";"),
             "{h}"
         );
-        assert_eq!(h.matches("\r\n").count(), 3);
+        assert_eq!(h.matches("\r\n").count(), 4);
         assert_eq!(pvalue("@bank.test"), "@bank.test");
         assert_eq!(pvalue("a=b"), "\"a=b\"");
     }

@@ -1,11 +1,13 @@
 //! The rules of the service, callable without HTTP.
 pub mod auth_results;
 pub mod dkim;
+pub mod dmarc;
 pub mod domains;
 pub mod drafts;
 pub mod events;
 pub mod idempotency;
 pub mod inbound;
+pub mod inbound_auth;
 pub mod inbound_hook;
 pub mod labels;
 pub mod mailboxes;

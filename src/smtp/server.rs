@@ -18,8 +18,8 @@ use tokio_rustls::TlsAcceptor;
 use super::SmtpConfig;
 use super::per_client::PerClient;
 use super::protocol::{Action, DataReader, DataStep, Envelope, Reply, Session, parse_command};
-use crate::core::spf::{self, SpfCheck, SpfResult};
-use crate::core::{auth_results, dkim, inbound};
+use crate::core::inbound;
+use crate::core::inbound_auth::{self, Origin, SessionMemo};
 use crate::dns::Dns;
 use crate::store::Db;
 
@@ -47,9 +47,8 @@ struct Ctx {
     memory: Arc<Semaphore>,
     /// The end of the session's time ([`SmtpConfig::session_timeout`]).
     deadline: Instant,
-    /// The last SPF check of this session, for its next message with the
-    /// same HELO and MAIL FROM (a client often sends many).
-    last_spf: Option<(String, String, SpfCheck)>,
+    /// Sender checks this session may reuse for its next messages.
+    auth_memo: SessionMemo,
 }
 
 impl Ctx {
@@ -137,7 +136,7 @@ pub async fn run(
                     stop: stop_rx.clone(),
                     memory: memory.clone(),
                     deadline: Instant::now() + config.session_timeout,
-                    last_spf: None,
+                    auth_memo: SessionMemo::default(),
                 };
                 sessions.spawn(async move {
                     let _permits = (permit, client_slot);
@@ -633,38 +632,23 @@ async fn deliver(
     mut raw: Vec<u8>,
 ) -> Reply {
     let config = ctx.config.clone();
-    // On the message as it came, before any header of it is removed.
-    let now = u64::try_from(crate::clock::now_micros() / 1_000_000).unwrap_or(0);
-    let known = ctx
-        .last_spf
-        .as_ref()
-        .filter(|(helo, from, _)| *helo == envelope.helo && *from == envelope.mail_from)
-        .map(|(_, _, check)| check.clone());
-    let spf_check = async {
-        match known {
-            Some(check) => check,
-            None => {
-                let ip = peer.ip();
-                let (helo, from) = (&envelope.helo, &envelope.mail_from);
-                spf::check(&ctx.dns, ip, helo, from, config.auth_timeout).await
-            }
-        }
+    let origin = Origin {
+        ip: peer.ip(),
+        helo: &envelope.helo,
+        mail_from: &envelope.mail_from,
     };
-    let (spf, dkim) = tokio::join!(
-        spf_check,
-        dkim::verify(&ctx.dns, &raw, now, config.auth_timeout),
-    );
-    if spf.result != SpfResult::TempError {
-        ctx.last_spf = Some((
-            envelope.helo.clone(),
-            envelope.mail_from.clone(),
-            spf.clone(),
-        ));
-    }
-    auth_results::strip_claimed(&mut raw, &config.hostname);
+    let results = inbound_auth::authenticate(
+        &ctx.dns,
+        &mut ctx.auth_memo,
+        origin,
+        &mut raw,
+        &config.hostname,
+        config.auth_timeout,
+    )
+    .await;
     let session_id = crate::ids::random_token(12);
     let mut full = trace_headers(&config, session, peer, &envelope, &session_id);
-    full.push_str(&auth_results::header(&config.hostname, &spf, &dkim));
+    full.push_str(&results);
     let mut full = full.into_bytes();
     full.extend_from_slice(&raw);
     drop(raw);
@@ -678,8 +662,6 @@ async fn deliver(
             tracing::info!(
                 peer = %peer,
                 from = %envelope.mail_from,
-                spf = spf.result.as_str(),
-                dkim = ?dkim.iter().map(|d| d.result.as_str()).collect::<Vec<_>>(),
                 recipients = envelope.recipients.len(),
                 messages = ?ids,
                 duplicates = stored.iter().filter(|s| s.duplicate).count(),

@@ -221,6 +221,14 @@ async fn deliver(t: &Inbound, helo: &str, from: &str, data: &str) -> String {
     String::from_utf8(raw_of(&t.app.db, id).await).expect("utf-8")
 }
 
+/// The results of one method (`spf`, `dkim`, `dmarc`) in an unfolded field.
+fn method<'a>(results: &'a str, name: &str) -> Vec<&'a str> {
+    results
+        .split("; ")
+        .filter(|r| r.starts_with(&format!("{name}=")))
+        .collect()
+}
+
 /// The value of our `Authentication-Results` field, unfolded.
 fn our_results(raw: &str) -> String {
     let head = raw.split("\r\n\r\n").next().unwrap_or("");
@@ -253,7 +261,6 @@ async fn accepted_mail_carries_its_spf_result() {
     t.app
         .dns
         .set_a("helo.pass.test", &["127.0.0.1".parse().unwrap()]);
-    let body = "Subject: hi\r\n\r\nhello";
     for (helo, from, want) in [
         (
             "c.test",
@@ -278,8 +285,12 @@ async fn accepted_mail_carries_its_spf_result() {
         ("helo.pass.test", "", "spf=pass smtp.helo=helo.pass.test"),
         ("nothing.test", "", "spf=none smtp.helo=nothing.test"),
     ] {
-        let raw = deliver(&t, helo, from, body).await;
-        assert_eq!(our_results(&raw), format!("{want}; dkim=none"), "{from}");
+        let raw = deliver(&t, helo, from, "Subject: hi\r\n\r\nhello").await;
+        let results = our_results(&raw);
+        assert_eq!(method(&results, "spf"), vec![want], "{from}");
+        assert_eq!(method(&results, "dkim"), vec!["dkim=none"]);
+        // No From field: no domain for DMARC to check.
+        assert_eq!(method(&results, "dmarc"), vec!["dmarc=permerror"]);
     }
 }
 
@@ -296,7 +307,7 @@ async fn results_forged_under_our_name_are_dropped_and_others_kept() {
     let raw = deliver(&t, "c.test", "ceo@bank.test", data).await;
     assert_eq!(
         our_results(&raw),
-        "spf=fail smtp.mailfrom=ceo@bank.test; dkim=none"
+        "spf=fail smtp.mailfrom=ceo@bank.test; dkim=none; dmarc=none header.from=bank.test"
     );
     assert!(!raw.to_ascii_lowercase().contains("forged"), "{raw}");
     assert!(raw.contains("\r\nAuthentication-Results: upstream.test; spf=pass"));
@@ -326,12 +337,13 @@ async fn a_dead_resolver_is_a_temperror_without_stalling_the_session() {
         &t,
         "c.test",
         "ann@external.test",
-        "Subject: hi\r\n\r\nhello",
+        "From: ann@external.test\r\nSubject: hi\r\n\r\nhello",
     )
     .await;
     assert_eq!(
         our_results(&raw),
-        "spf=temperror smtp.mailfrom=ann@external.test; dkim=none"
+        "spf=temperror smtp.mailfrom=ann@external.test; dkim=none; \
+         dmarc=temperror header.from=external.test"
     );
     assert!(
         started.elapsed() < Duration::from_secs(3),
@@ -365,7 +377,8 @@ async fn dkim_signatures_are_verified() {
         our_results(&raw),
         "spf=none smtp.mailfrom=joe@football.example.com; \
          dkim=pass header.d=football.example.com header.s=brisbane header.b=\"/gCrinpc\"; \
-         dkim=pass header.d=football.example.com header.s=test header.b=F45dVWDf"
+         dkim=pass header.d=football.example.com header.s=test header.b=F45dVWDf; \
+         dmarc=none header.from=football.example.com"
     );
     // A new Message-ID too, or this would be a duplicate of the first.
     let tampered = signed
@@ -377,9 +390,10 @@ async fn dkim_signatures_are_verified() {
 }
 
 #[tokio::test]
-async fn spf_is_checked_once_per_sender_in_a_session() {
+async fn sender_checks_are_reused_within_a_session() {
     let t = setup_with(test_config()).await;
     t.app.dns.set_txt("a.test", &["v=spf1 ip4:127.0.0.1 -all"]);
+    t.app.dns.set_txt("_dmarc.a.test", &["v=DMARC1; p=none"]);
     t.app.dns.set_txt("b.test", &["v=spf1 -all"]);
     let mut c = Raw::connect(t.smtp.addr).await;
     c.expect(220).await;
@@ -397,22 +411,61 @@ async fn spf_is_checked_once_per_sender_in_a_session() {
         for code in [250, 250, 354] {
             c.expect(code).await;
         }
-        c.send(&format!("Subject: {n}\r\n\r\nhi\r\n.\r\n")).await;
+        c.send(&format!("From: {from}\r\nSubject: {n}\r\n\r\nhi\r\n.\r\n"))
+            .await;
         let stored = c.expect(250).await;
         let id = stored.rsplit(' ').next().expect("message id").to_string();
         let raw = String::from_utf8(raw_of(&t.app.db, &id).await).expect("utf-8");
         results.push(our_results(&raw));
-        // The policy changes after the first message: the session keeps the
-        // result it has for the same sender, and looks again for another.
+        // The policies change after the first message: the session keeps
+        // what it found for the same sender, and looks again for another.
         t.app.dns.set_txt("a.test", &["v=spf1 ~all"]);
+        t.app.dns.set_txt("_dmarc.a.test", &["v=DMARC1; p=reject"]);
     }
     assert_eq!(
         results,
         vec![
-            "spf=pass smtp.mailfrom=x@a.test; dkim=none",
-            "spf=pass smtp.mailfrom=x@a.test; dkim=none",
-            "spf=fail smtp.mailfrom=x@b.test; dkim=none",
-            "spf=softfail smtp.mailfrom=x@a.test; dkim=none",
+            "spf=pass smtp.mailfrom=x@a.test; dkim=none; dmarc=pass (p=none) header.from=a.test",
+            "spf=pass smtp.mailfrom=x@a.test; dkim=none; dmarc=pass (p=none) header.from=a.test",
+            "spf=fail smtp.mailfrom=x@b.test; dkim=none; dmarc=none header.from=b.test",
+            "spf=softfail smtp.mailfrom=x@a.test; dkim=none; dmarc=fail (p=reject) header.from=a.test",
         ]
     );
+}
+
+#[tokio::test]
+async fn dmarc_passes_only_with_an_aligned_pass() {
+    let t = setup_with(test_config()).await;
+    let dns = &t.app.dns;
+    dns.set_txt("_dmarc.bank.test", &["v=DMARC1; p=reject"]);
+    dns.set_txt("bank.test", &["v=spf1 ip4:127.0.0.1 -all"]);
+    dns.set_txt("mail.bank.test", &["v=spf1 ip4:127.0.0.1 -all"]);
+    dns.set_txt("attacker.test", &["v=spf1 +all"]);
+    for (n, (mail_from, from, want)) in [
+        (
+            "ceo@bank.test",
+            "ceo@bank.test",
+            "dmarc=pass (p=reject) header.from=bank.test",
+        ),
+        // SPF passes, but for the attacker's own domain.
+        (
+            "x@attacker.test",
+            "ceo@bank.test",
+            "dmarc=fail (p=reject) header.from=bank.test",
+        ),
+        // Another subdomain of the same organization: aligned (relaxed).
+        (
+            "bounce@mail.bank.test",
+            "News <news@news.bank.test>",
+            "dmarc=pass (p=reject) header.from=news.bank.test",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let data = format!("From: {from}\r\nSubject: {n}\r\n\r\nhello");
+        let raw = deliver(&t, "c.test", mail_from, &data).await;
+        let results = our_results(&raw);
+        assert_eq!(method(&results, "dmarc"), vec![want], "{results}");
+    }
 }
