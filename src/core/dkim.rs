@@ -74,6 +74,9 @@ enum Algorithm {
     Ed25519Sha256,
 }
 
+/// How a signature hashes the body: canonicalization and `l=`.
+type BodyForm = (Canon, Option<usize>);
+
 struct Signature {
     algorithm: Algorithm,
     header_canon: Canon,
@@ -92,7 +95,8 @@ pub async fn verify(dns: &Dns, raw: &[u8], now: u64, budget: Duration) -> Vec<Dk
     let deadline = Instant::now() + budget;
     let (fields, body_start) = header_fields::split(raw);
     let body = &raw[body_start..];
-    let mut bodies: Vec<(Canon, Vec<u8>)> = Vec::new();
+    // Body hashes by canonicalization and length, each computed once.
+    let mut hashes: Vec<(BodyForm, Option<Vec<u8>>)> = Vec::new();
     let mut out = Vec::new();
     for (index, field) in fields
         .iter()
@@ -121,8 +125,16 @@ pub async fn verify(dns: &Dns, raw: &[u8], now: u64, budget: Duration) -> Vec<Dk
                 match key {
                     Err(result) => result,
                     Ok(key) => {
-                        let canonical = canonical_body(&mut bodies, body, sig.body_canon);
-                        check_one(&sig, &key, &fields, index, canonical)
+                        let wanted = (sig.body_canon, sig.length);
+                        let hash = match hashes.iter().find(|(k, _)| *k == wanted) {
+                            Some((_, h)) => h.clone(),
+                            None => {
+                                let h = body_hash(body, sig.body_canon, sig.length);
+                                hashes.push((wanted, h.clone()));
+                                h
+                            }
+                        };
+                        check_one(&sig, &key, &fields, index, hash)
                     }
                 }
             }
@@ -141,32 +153,15 @@ async fn timeout_at<T>(
         .unwrap_or(Err(DkimResult::TempError))
 }
 
-/// The body in canonical form, computed once per canonicalization.
-fn canonical_body<'b>(cache: &'b mut Vec<(Canon, Vec<u8>)>, body: &[u8], canon: Canon) -> &'b [u8] {
-    let i = match cache.iter().position(|(c, _)| *c == canon) {
-        Some(i) => i,
-        None => {
-            cache.push((canon, canonicalize_body(body, canon)));
-            cache.len() - 1
-        }
-    };
-    &cache[i].1
-}
-
 /// Body hash, then signature over the signed header fields.
 fn check_one(
     sig: &Signature,
     key: &[u8],
     fields: &[Field<'_>],
     own: usize,
-    body: &[u8],
+    body_hash: Option<Vec<u8>>,
 ) -> DkimResult {
-    let body = match sig.length {
-        Some(l) if l > body.len() => return DkimResult::Fail,
-        Some(l) => &body[..l],
-        None => body,
-    };
-    if Sha256::digest(body).as_slice() != sig.body_hash.as_slice() {
+    if body_hash.as_deref() != Some(sig.body_hash.as_slice()) {
         return DkimResult::Fail;
     }
     let data = signed_data(sig, fields, own);
@@ -266,44 +261,77 @@ fn canonical_field(name: &[u8], value: &[u8], raw: &[u8], canon: Canon) -> Vec<u
     }
 }
 
-fn canonicalize_body(body: &[u8], canon: Canon) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 2);
-    let mut lines: Vec<&[u8]> = body.split(|b| *b == b'\n').collect();
-    // The piece after the last LF is not a line unless it has text.
-    if lines.last().is_some_and(|l| l.is_empty()) {
-        lines.pop();
-    }
-    for line in lines {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
+/// SHA-256 of the canonical body (RFC 6376 §3.4.3, §3.4.4), or of its
+/// first `limit` bytes (`l=`); `None` when the body is shorter than that.
+/// Computed line by line, without a canonical copy of the body.
+fn body_hash(body: &[u8], canon: Canon, limit: Option<usize>) -> Option<Vec<u8>> {
+    let mut out = LimitedHash {
+        hasher: Sha256::new(),
+        left: limit.unwrap_or(usize::MAX),
+        written: 0,
+    };
+    let mut pieces = body.split(|b| *b == b'\n').peekable();
+    let mut line = Vec::new();
+    // Empty lines are written only once a line with text follows them.
+    let mut pending_empty = 0usize;
+    while let Some(piece) = pieces.next() {
+        // The piece after the last LF is not a line unless it has text.
+        if piece.is_empty() && pieces.peek().is_none() {
+            break;
+        }
+        let piece = piece.strip_suffix(b"\r").unwrap_or(piece);
+        line.clear();
         match canon {
-            Canon::Simple => out.extend_from_slice(line),
+            Canon::Simple => line.extend_from_slice(piece),
             Canon::Relaxed => {
                 let mut space = false;
-                for b in line {
+                for b in piece {
                     if matches!(b, b' ' | b'\t') {
                         space = true;
                     } else {
                         if space {
-                            out.push(b' ');
+                            line.push(b' ');
                         }
                         space = false;
-                        out.push(*b);
+                        line.push(*b);
                     }
                 }
             }
         }
-        out.extend_from_slice(b"\r\n");
+        if line.is_empty() {
+            pending_empty += 1;
+            continue;
+        }
+        for _ in 0..pending_empty {
+            out.write(b"\r\n");
+        }
+        pending_empty = 0;
+        out.write(&line);
+        out.write(b"\r\n");
     }
-    while out.ends_with(b"\r\n\r\n") {
-        out.truncate(out.len() - 2);
+    if out.written == 0 && canon == Canon::Simple {
+        out.write(b"\r\n");
     }
-    if out == b"\r\n" {
-        out.clear();
+    if limit.is_some_and(|l| l > out.written) {
+        return None;
     }
-    if out.is_empty() && canon == Canon::Simple {
-        out.extend_from_slice(b"\r\n");
+    Some(out.hasher.finalize().to_vec())
+}
+
+/// A hash that takes at most `left` more bytes.
+struct LimitedHash {
+    hasher: Sha256,
+    left: usize,
+    written: usize,
+}
+
+impl LimitedHash {
+    fn write(&mut self, bytes: &[u8]) {
+        let take = bytes.len().min(self.left);
+        self.hasher.update(&bytes[..take]);
+        self.left -= take;
+        self.written += take;
     }
-    out
 }
 
 /// `name=value; …` with folding white space removed from around names and
@@ -658,15 +686,29 @@ mod tests {
 
     #[test]
     fn body_canonicalization() {
-        let relaxed = |b: &[u8]| canonicalize_body(b, Canon::Relaxed);
-        let simple = |b: &[u8]| canonicalize_body(b, Canon::Simple);
-        assert_eq!(relaxed(b" C \r\nD \t E\r\n\r\n\r\n"), b" C\r\nD E\r\n");
-        assert_eq!(simple(b" C \r\nD \t E\r\n\r\n\r\n"), b" C \r\nD \t E\r\n");
-        assert_eq!(relaxed(b""), b"");
-        assert_eq!(simple(b""), b"\r\n");
-        assert_eq!(relaxed(b"\r\n \r\n"), b"");
-        assert_eq!(simple(b"\r\n\r\n"), b"\r\n");
-        assert_eq!(relaxed(b"x"), b"x\r\n");
+        let sha = |b: &[u8]| Some(Sha256::digest(b).to_vec());
+        let relaxed = |b: &[u8]| body_hash(b, Canon::Relaxed, None);
+        let simple = |b: &[u8]| body_hash(b, Canon::Simple, None);
+        assert_eq!(relaxed(b" C \r\nD \t E\r\n\r\n\r\n"), sha(b" C\r\nD E\r\n"));
+        assert_eq!(
+            simple(b" C \r\nD \t E\r\n\r\n\r\n"),
+            sha(b" C \r\nD \t E\r\n")
+        );
+        assert_eq!(
+            relaxed(b"a\r\n\r\n \r\nb\r\n \r\n"),
+            sha(b"a\r\n\r\n\r\nb\r\n")
+        );
+        assert_eq!(relaxed(b""), sha(b""));
+        assert_eq!(simple(b""), sha(b"\r\n"));
+        assert_eq!(relaxed(b"\r\n \r\n"), sha(b""));
+        assert_eq!(simple(b"\r\n\r\n"), sha(b"\r\n"));
+        assert_eq!(relaxed(b"x"), sha(b"x\r\n"));
+        // l= hashes a prefix; longer than the body is no hash at all.
+        assert_eq!(
+            body_hash(b"abc\r\ndef\r\n", Canon::Simple, Some(4)),
+            sha(b"abc\r")
+        );
+        assert_eq!(body_hash(b"abc\r\n", Canon::Simple, Some(6)), None);
         assert_eq!(
             canonical_field(b"Subject", b" \t A  b\r\n\t c \r\n", b"", Canon::Relaxed),
             b"subject:A b c\r\n"

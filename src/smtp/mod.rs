@@ -1,7 +1,10 @@
 //! The inbound SMTP listener: ESMTP with PIPELINING, 8BITMIME, SMTPUTF8, SIZE
 //! and (when a certificate is configured) STARTTLS. Recipients are checked at
-//! RCPT time and accepted messages go through [`crate::core::inbound::ingest`];
-//! the 250 after DATA is sent only once that transaction has committed.
+//! RCPT time; an accepted message gets an `Authentication-Results` field with
+//! its SPF, DKIM and DMARC results ([`crate::core::inbound_auth`]) and goes
+//! through [`crate::core::inbound::ingest`]; the 250 after DATA is sent only
+//! once that transaction has committed. A "." line next to a bare LF does not
+//! end DATA, and the message is refused (SMTP smuggling).
 //!
 //! The protocol state machine ([`protocol`]) has no I/O; [`run`] owns the
 //! sockets, timeouts and limits that keep slow or hostile clients from
@@ -44,8 +47,9 @@ pub struct SmtpConfig {
     /// A session is told 421 4.4.2 and closed this long after it connected,
     /// however busy it is (a message being stored finishes first).
     pub session_timeout: Duration,
-    /// Time the sender checks (SPF's DNS lookups) of one message may take;
-    /// past it the result is `temperror`.
+    /// Time the sender checks of one message (the DNS lookups of SPF, DKIM
+    /// and DMARC, made together) may take; what is not done by then is
+    /// `temperror`.
     pub auth_timeout: Duration,
     /// Hard (5xx) errors after which the session is closed.
     pub max_errors: usize,

@@ -38,7 +38,7 @@ const LINGER_BYTES: usize = 1024 * 1024;
 
 struct Ctx {
     db: Db,
-    /// For the SPF check of each message.
+    /// For the sender checks (SPF, DKIM, DMARC) of each message.
     dns: Arc<Dns>,
     config: Arc<SmtpConfig>,
     tls: Option<TlsAcceptor>,
@@ -278,10 +278,10 @@ async fn read_line<R: AsyncBufReadExt + Unpin>(
     }
 }
 
-/// Skips the rest of a line whose first `before` bytes were read already
-/// (`before` ending with `last_read`). Returns how many bytes were skipped and
-/// whether the line ended in a bare LF, or `None` when `budget` ran out (or
-/// the stream ended) before the line did.
+/// Skips the rest of a line, `last_read` being the last byte of it read so
+/// far. Returns how many bytes were skipped and whether the line ended in a
+/// bare LF, or `None` when `budget` ran out (or the stream ended) before the
+/// line did.
 async fn discard_line<R: AsyncBufReadExt + Unpin>(
     rd: &mut R,
     last_read: Option<u8>,
