@@ -87,9 +87,7 @@ fn pvalue(value: &str) -> String {
 /// fields were removed.
 pub fn strip_claimed(raw: &mut Vec<u8>, authserv_id: &str) -> usize {
     let ours = authserv_id.trim_end_matches('.');
-    let remove: Vec<(usize, usize)> = header_fields::split(raw)
-        .0
-        .iter()
+    let remove: Vec<(usize, usize)> = header_fields::fields(raw)
         .filter(|f| {
             f.is("Authentication-Results")
                 && authserv_id_of(f.value).is_some_and(|id| id.eq_ignore_ascii_case(ours))

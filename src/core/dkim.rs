@@ -19,6 +19,14 @@ use crate::mime::header_fields::{self, Field};
 
 /// Signatures verified per message; further ones are ignored.
 pub const MAX_SIGNATURES: usize = 5;
+/// Header fields a signed message may have; with more, its signatures are
+/// not verified (`neutral`), so that a hostile header cannot cost
+/// signatures × fields × signed names.
+pub const MAX_HEADER_FIELDS: usize = 1000;
+/// Longest `DKIM-Signature` field verified (real ones are under 2 KiB).
+const MAX_SIGNATURE_FIELD: usize = 8 * 1024;
+/// Names one signature may list in `h=`.
+const MAX_SIGNED_FIELDS: usize = 200;
 /// Characters of `b=` quoted in the result, to tell signatures apart (RFC 6008).
 const B_PREFIX: usize = 8;
 
@@ -93,8 +101,12 @@ struct Signature {
 /// message gives an empty list. `now` (Unix seconds) judges `x=`.
 pub async fn verify(dns: &Dns, raw: &[u8], now: u64, budget: Duration) -> Vec<DkimCheck> {
     let deadline = Instant::now() + budget;
-    let (fields, body_start) = header_fields::split(raw);
-    let body = &raw[body_start..];
+    let body = &raw[header_fields::body_start(raw)..];
+    // One field more than the limit tells that the limit was passed.
+    let fields: Vec<Field<'_>> = header_fields::fields(raw)
+        .take(MAX_HEADER_FIELDS + 1)
+        .collect();
+    let too_many_fields = fields.len() > MAX_HEADER_FIELDS;
     // Body hashes by canonicalization and length, each computed once.
     let mut hashes: Vec<(BodyForm, Option<Vec<u8>>)> = Vec::new();
     let mut out = Vec::new();
@@ -104,7 +116,12 @@ pub async fn verify(dns: &Dns, raw: &[u8], now: u64, budget: Duration) -> Vec<Dk
         .filter(|(_, f)| f.is("DKIM-Signature"))
         .take(MAX_SIGNATURES)
     {
-        let tags = tag_list(field.value);
+        let tags = tag_list(
+            field
+                .value
+                .get(..MAX_SIGNATURE_FIELD)
+                .unwrap_or(field.value),
+        );
         let tag = |name: &str| {
             tags.as_ref()
                 .and_then(|t| t.iter().find(|(n, _)| n == name))
@@ -117,7 +134,9 @@ pub async fn verify(dns: &Dns, raw: &[u8], now: u64, budget: Duration) -> Vec<Dk
             selector: tag("s"),
             b: tag("b").chars().take(B_PREFIX).collect(),
         };
+        let unreasonable = too_many_fields || field.raw.len() > MAX_SIGNATURE_FIELD;
         check.result = match tags.as_deref().map(|t| parse_signature(t, now)) {
+            _ if unreasonable => DkimResult::Neutral,
             None => DkimResult::Neutral,
             Some(Err(result)) => result,
             Some(Ok(sig)) => {
@@ -394,7 +413,7 @@ fn parse_signature(tags: &[(String, String)], now: u64) -> Result<Signature, Dki
         .split(':')
         .map(|h| h.trim().to_owned())
         .collect();
-    if headers.iter().any(String::is_empty) {
+    if headers.len() > MAX_SIGNED_FIELDS || headers.iter().any(String::is_empty) {
         return Err(DkimResult::Neutral);
     }
     if !headers.iter().any(|h| h.eq_ignore_ascii_case("from")) {
@@ -672,6 +691,24 @@ mod tests {
         );
         let checks = verify(&dns, &crlf(&changed), NOW, BUDGET).await;
         assert_eq!(checks[0].result, DkimResult::Policy);
+        // Bounds on what one message may make us do.
+        let crowded = format!(
+            "{}{RFC8463_MESSAGE}",
+            "X-Junk: 1\n".repeat(MAX_HEADER_FIELDS)
+        );
+        let checks = verify(&dns, &crlf(&crowded), NOW, BUDGET).await;
+        assert!(
+            checks.iter().all(|c| c.result == DkimResult::Neutral),
+            "{checks:?}"
+        );
+        let names = format!("h={}from :", "x : ".repeat(MAX_SIGNED_FIELDS));
+        let long_h = RFC8463_MESSAGE.replacen("h=from :", &names, 1);
+        let checks = verify(&dns, &crlf(&long_h), NOW, BUDGET).await;
+        assert_eq!(checks[0].result, DkimResult::Neutral);
+        let padding = format!("t=1528637909; z={};", "a".repeat(MAX_SIGNATURE_FIELD));
+        let huge = RFC8463_MESSAGE.replacen("t=1528637909;", &padding, 1);
+        let checks = verify(&dns, &crlf(&huge), NOW, BUDGET).await;
+        assert_eq!(checks[0].result, DkimResult::Neutral);
         // At most MAX_SIGNATURES are looked at.
         let sig = RFC8463_MESSAGE.split("DKIM-Signature").nth(1).unwrap();
         let many = format!(

@@ -47,8 +47,7 @@ pub async fn authenticate(
         .as_ref()
         .filter(|(helo, from, _)| helo == origin.helo && from == origin.mail_from)
         .map(|(_, _, check)| check.clone());
-    let (fields, _) = header_fields::split(raw);
-    let from_domain = dmarc::from_domain(&fields);
+    let from_domain = dmarc::from_domain(header_fields::fields(raw));
     let known_policy = memo
         .dmarc
         .as_ref()

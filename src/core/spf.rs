@@ -24,6 +24,8 @@ const MAX_VOID_LOOKUPS: usize = 2;
 const MAX_MX_NAMES: usize = 10;
 /// Longest domain a macro may expand to; longer ones lose leading labels (§7.3).
 const MAX_DOMAIN_LEN: usize = 253;
+/// Longest macro expansion (before that shortening) taken at all.
+const MAX_EXPANSION: usize = 4096;
 
 /// The outcome of a check (§2.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,11 +324,16 @@ impl Eval<'_> {
     /// [`MAX_DOMAIN_LEN`] by dropping leading labels.
     fn expand_domain(&self, spec: &str, domain: &str) -> Step<String> {
         let mut out = self.expand(spec, domain)?;
-        while out.len() > MAX_DOMAIN_LEN {
-            match out.find('.') {
-                Some(i) => out.drain(..=i),
-                None => return Err(Abort::Perm),
-            };
+        if out.len() > MAX_DOMAIN_LEN {
+            // Whole labels off the left, in one cut: the first label start
+            // that leaves at most MAX_DOMAIN_LEN bytes.
+            let earliest = out.len() - MAX_DOMAIN_LEN;
+            let cut = out.as_bytes()[earliest - 1..]
+                .iter()
+                .position(|b| *b == b'.')
+                .map(|i| earliest + i)
+                .ok_or(Abort::Perm)?;
+            out.drain(..cut);
         }
         let out = out.trim_end_matches('.').to_owned();
         if !is_expanded_domain(&out) {
@@ -359,6 +366,11 @@ impl Eval<'_> {
                     out.push_str(&self.macro_value(&body, domain)?);
                 }
                 _ => return Err(Abort::Perm),
+            }
+            // A record repeating a macro of a long sender could otherwise
+            // make megabytes; nothing sane comes near this.
+            if out.len() > MAX_EXPANSION {
+                return Err(Abort::Perm);
             }
         }
         Ok(out)
@@ -883,6 +895,28 @@ mod tests {
             v6.expand("%{ir}.%{v}._spf.%{d2}", d).unwrap(),
             "1.0.b.c.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6._spf.example.com"
         );
+        // Too long: whole labels go from the left.
+        let long = Eval {
+            local: format!("{}end", "abc.".repeat(100)),
+            ..v6
+        };
+        let cut = long.expand_domain("%{l}.example.com", d).unwrap();
+        assert!(cut.len() <= MAX_DOMAIN_LEN, "{}", cut.len());
+        assert!(cut.len() > MAX_DOMAIN_LEN - 4, "{}", cut.len());
+        assert!(
+            cut.starts_with("abc.") && cut.ends_with(".end.example.com"),
+            "{cut}"
+        );
+        let huge = Eval {
+            local: format!("{}b", "a.".repeat(150)),
+            ..long
+        };
+        let spec = format!("{}example.com", "%{l}.".repeat(14));
+        assert_eq!(huge.expand_domain(&spec, d), Err(Abort::Perm));
+        // Just under the cap, the same is cut to length.
+        let spec = format!("{}example.com", "%{l}.".repeat(13));
+        assert!(huge.expand_domain(&spec, d).is_ok());
+        let v6 = huge;
         for bad in ["%{d0}", "%{x}", "%{c}", "%{d", "%a", "%{d2!}"] {
             assert_eq!(v6.expand(bad, d), Err(Abort::Perm), "{bad}");
         }

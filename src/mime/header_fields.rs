@@ -22,16 +22,47 @@ impl Field<'_> {
     }
 }
 
-/// The header fields of `raw`, in order, and where the body starts (after
-/// the empty line; the end of `raw` when there is none).
-pub fn split(raw: &[u8]) -> (Vec<Field<'_>>, usize) {
-    let mut fields = Vec::new();
-    let mut pos = 0;
-    while pos < raw.len() {
+/// The header fields of `raw`, in order, read as they are iterated.
+pub fn fields(raw: &[u8]) -> Fields<'_> {
+    Fields {
+        raw,
+        pos: 0,
+        ended: false,
+    }
+}
+
+/// Where the body of `raw` starts: after the empty line that ends the
+/// header, or at the end when there is none.
+pub fn body_start(raw: &[u8]) -> usize {
+    let mut fields = fields(raw);
+    for _ in fields.by_ref() {}
+    fields.pos
+}
+
+/// Iterator over header fields; see [`fields`].
+pub struct Fields<'a> {
+    raw: &'a [u8],
+    /// Where the next field starts; at the end, where the body starts.
+    pos: usize,
+    /// The empty line after the header was read.
+    ended: bool,
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Field<'a>;
+
+    fn next(&mut self) -> Option<Field<'a>> {
+        let raw = self.raw;
+        let pos = self.pos;
+        if self.ended || pos >= raw.len() {
+            return None;
+        }
         let line_end = next_line(raw, pos);
         let line = &raw[pos..line_end];
         if line == b"\r\n" || line == b"\n" {
-            return (fields, line_end);
+            self.pos = line_end;
+            self.ended = true;
+            return None;
         }
         let mut end = line_end;
         while end < raw.len() && matches!(raw[end], b' ' | b'\t') {
@@ -48,15 +79,14 @@ pub fn split(raw: &[u8]) -> (Vec<Field<'_>>, usize) {
             }
             _ => (&field[..0], field),
         };
-        fields.push(Field {
+        self.pos = end;
+        Some(Field {
             name,
             value,
             raw: field,
             start: pos,
-        });
-        pos = end;
+        })
     }
-    (fields, raw.len())
 }
 
 /// Where the line starting at `pos` ends (after its LF, or at the end).
@@ -74,7 +104,7 @@ mod tests {
     #[test]
     fn fields_folding_and_body() {
         let raw = b"A: 1\r\nLong : x\r\n\ty\r\n z\r\nno colon\r\nB:\r\n\r\nbody: not a field\r\n";
-        let (fields, body) = split(raw);
+        let fields: Vec<Field<'_>> = fields(raw).collect();
         let names: Vec<&[u8]> = fields.iter().map(|f| f.name).collect();
         assert_eq!(names, vec![&b"A"[..], b"Long", b"", b"B"]);
         assert_eq!(fields[1].value, b" x\r\n\ty\r\n z\r\n");
@@ -82,11 +112,11 @@ mod tests {
         assert_eq!(fields[1].start, 6);
         assert!(fields[1].is("long"));
         assert_eq!(fields[2].value, b"no colon\r\n");
-        assert_eq!(&raw[body..], b"body: not a field\r\n");
+        assert_eq!(&raw[body_start(raw)..], b"body: not a field\r\n");
 
-        let (fields, body) = split(b"Only: header");
-        assert_eq!((fields.len(), body), (1, 12));
-        assert_eq!(split(b"\r\nbody").1, 2);
-        assert_eq!(split(b"").0.len(), 0);
+        assert_eq!(super::fields(b"Only: header").count(), 1);
+        assert_eq!(body_start(b"Only: header"), 12);
+        assert_eq!(body_start(b"\r\nbody"), 2);
+        assert_eq!(super::fields(b"").count(), 0);
     }
 }
