@@ -1,7 +1,8 @@
 //! Inbound SMTP throughput: 8 concurrent clients over raw TCP deliver N
 //! messages to the real listener, which parses, threads, indexes and stores
 //! each one (with its `mail.received` event and contacts) before answering 250.
-//! Each message's sender is checked with SPF against a local DNS server.
+//! Each message's sender is checked (SPF, DKIM, DMARC) against a local DNS
+//! server.
 //!
 //! ```text
 //! cargo run --release --example bench_smtp -- [N] [DATABASE_URL]
@@ -163,10 +164,12 @@ async fn main() -> anyhow::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    // SPF is checked for every message, against a local DNS server that
-    // publishes the senders' policy (never the internet).
+    // SPF, DKIM and DMARC are checked for every message, against a local
+    // DNS server that publishes the senders' policies (never the internet).
+    // A session reuses the SPF result and DMARC policy of its sender.
     let dns_server = TestDnsServer::start().await?;
     dns_server.set_txt("sender.test", &["v=spf1 ip4:127.0.0.1 -all"]);
+    dns_server.set_txt("_dmarc.sender.test", &["v=DMARC1; p=reject"]);
     let dns = Arc::new(Dns::new(Some(&[dns_server.addr()]))?);
     let server = tokio::spawn(smtp::run(
         listener,
@@ -229,9 +232,10 @@ async fn main() -> anyhow::Result<()> {
         .fetch_one(db.reader())
         .await?
         .bytes("raw")?;
+    let raw = String::from_utf8_lossy(&raw);
     anyhow::ensure!(
-        String::from_utf8_lossy(&raw).contains("\tspf=pass smtp.mailfrom="),
-        "no spf=pass in the stored message"
+        raw.contains("\tspf=pass smtp.mailfrom=") && raw.contains("\tdmarc=pass (p=reject)"),
+        "no spf=pass and dmarc=pass in the stored message"
     );
     Ok(())
 }
