@@ -1,6 +1,8 @@
 //! Inbound SMTP throughput: 8 concurrent clients over raw TCP deliver N
 //! messages to the real listener, which parses, threads, indexes and stores
 //! each one (with its `mail.received` event and contacts) before answering 250.
+//! Each message's sender is checked (SPF, DKIM, DMARC) against a local DNS
+//! server.
 //!
 //! ```text
 //! cargo run --release --example bench_smtp -- [N] [DATABASE_URL]
@@ -11,9 +13,12 @@
 //! measure PostgreSQL). Every fourth message starts a conversation; the others
 //! reply to it, half through In-Reply-To and half through the subject alone.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use pigeonhole::core::mailboxes::{self, Mailbox};
+use pigeonhole::dns::Dns;
+use pigeonhole::dns_test_server::TestDnsServer;
 use pigeonhole::smtp::{self, SmtpConfig};
 use pigeonhole::sql;
 use pigeonhole::store::{Db, RowExt};
@@ -159,9 +164,17 @@ async fn main() -> anyhow::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // SPF, DKIM and DMARC are checked for every message, against a local
+    // DNS server that publishes the senders' policies (never the internet).
+    // A session reuses the SPF result and DMARC policy of its sender.
+    let dns_server = TestDnsServer::start().await?;
+    dns_server.set_txt("sender.test", &["v=spf1 ip4:127.0.0.1 -all"]);
+    dns_server.set_txt("_dmarc.sender.test", &["v=DMARC1; p=reject"]);
+    let dns = Arc::new(Dns::new(Some(&[dns_server.addr()]))?);
     let server = tokio::spawn(smtp::run(
         listener,
         db.clone(),
+        dns,
         SmtpConfig {
             hostname: "bench.mx".into(),
             ..SmtpConfig::default()
@@ -214,6 +227,15 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(
         stored as usize == accepted && threads as usize == expected_threads,
         "stored or threaded wrongly"
+    );
+    let raw = sql!("SELECT raw FROM messages WHERE direction = 'inbound' LIMIT 1")
+        .fetch_one(db.reader())
+        .await?
+        .bytes("raw")?;
+    let raw = String::from_utf8_lossy(&raw);
+    anyhow::ensure!(
+        raw.contains("\tspf=pass smtp.mailfrom=") && raw.contains("\tdmarc=pass (p=reject)"),
+        "no spf=pass and dmarc=pass in the stored message"
     );
     Ok(())
 }

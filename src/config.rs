@@ -27,6 +27,14 @@ pub struct Config {
     /// PEM certificate chain and key offered through STARTTLS (both or neither).
     pub smtp_tls_cert: Option<std::path::PathBuf>,
     pub smtp_tls_key: Option<std::path::PathBuf>,
+    /// Inbound SMTP limits; `None` keeps the listener's default
+    /// (`crate::smtp::SmtpConfig::default`).
+    pub smtp_hostname: Option<String>,
+    pub smtp_max_connections: Option<usize>,
+    pub smtp_max_connections_per_ip: Option<usize>,
+    pub smtp_idle_timeout: Option<Duration>,
+    pub smtp_session_timeout: Option<Duration>,
+    pub smtp_auth_timeout: Option<Duration>,
     pub public_url: String,
     pub open_tracking: bool,
     pub simulator_outbox: Option<std::path::PathBuf>,
@@ -90,6 +98,12 @@ const VARS: &[&str] = &[
     "PIGEONHOLE_SMTP_LISTEN",
     "PIGEONHOLE_SMTP_TLS_CERT",
     "PIGEONHOLE_SMTP_TLS_KEY",
+    "PIGEONHOLE_SMTP_HOSTNAME",
+    "PIGEONHOLE_SMTP_MAX_CONNECTIONS",
+    "PIGEONHOLE_SMTP_MAX_CONNECTIONS_PER_IP",
+    "PIGEONHOLE_SMTP_IDLE_TIMEOUT",
+    "PIGEONHOLE_SMTP_SESSION_TIMEOUT",
+    "PIGEONHOLE_SMTP_AUTH_TIMEOUT",
     "PIGEONHOLE_PUBLIC_URL",
     "PIGEONHOLE_OPEN_TRACKING",
     "PIGEONHOLE_SIMULATOR_OUTBOX",
@@ -199,6 +213,41 @@ impl Config {
             }
             _ => {}
         }
+
+        let smtp_hostname = match get("PIGEONHOLE_SMTP_HOSTNAME").filter(|s| !s.is_empty()) {
+            Some(name) => Some(parse_hostname("PIGEONHOLE_SMTP_HOSTNAME", &name)?),
+            None => None,
+        };
+        let positive = |var: &str| -> Result<Option<usize>, ConfigError> {
+            get(var)
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    s.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        bad(
+                            var,
+                            format!("expected a whole number above zero, got {s:?}"),
+                        )
+                    })
+                })
+                .transpose()
+        };
+        let smtp_max_connections = positive("PIGEONHOLE_SMTP_MAX_CONNECTIONS")?;
+        let smtp_max_connections_per_ip = positive("PIGEONHOLE_SMTP_MAX_CONNECTIONS_PER_IP")?;
+        let duration = |var: &str| -> Result<Option<Duration>, ConfigError> {
+            get(var)
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    let d = parse_seconds(var, &s)?;
+                    if d.is_zero() {
+                        return Err(bad(var, "must be more than zero"));
+                    }
+                    Ok(d)
+                })
+                .transpose()
+        };
+        let smtp_idle_timeout = duration("PIGEONHOLE_SMTP_IDLE_TIMEOUT")?;
+        let smtp_session_timeout = duration("PIGEONHOLE_SMTP_SESSION_TIMEOUT")?;
+        let smtp_auth_timeout = duration("PIGEONHOLE_SMTP_AUTH_TIMEOUT")?;
 
         let public_url = match get("PIGEONHOLE_PUBLIC_URL") {
             Some(u) if !u.is_empty() => {
@@ -327,6 +376,12 @@ impl Config {
             smtp_listen,
             smtp_tls_cert,
             smtp_tls_key,
+            smtp_hostname,
+            smtp_max_connections,
+            smtp_max_connections_per_ip,
+            smtp_idle_timeout,
+            smtp_session_timeout,
+            smtp_auth_timeout,
             public_url,
             open_tracking,
             simulator_outbox,
@@ -345,6 +400,24 @@ impl Config {
 fn parse_addr(var: &str, s: &str) -> Result<SocketAddr, ConfigError> {
     s.parse()
         .map_err(|_| bad(var, format!("expected ip:port, got {s:?}")))
+}
+
+/// A host name as SMTP announces it (greeting, `Received`, the authserv-id of
+/// `Authentication-Results`): letters, digits, `-` and `.`, at most 253.
+fn parse_hostname(var: &str, s: &str) -> Result<String, ConfigError> {
+    let ok = s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if ok {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err(bad(var, format!("expected a host name, got {s:?}")))
+    }
 }
 
 fn parse_bool(var: &str, s: &str) -> Result<bool, ConfigError> {
@@ -489,6 +562,13 @@ mod tests {
             ("PIGEONHOLE_HTTP_MAX_CONNECTIONS_PER_IP", "-1"),
             ("PIGEONHOLE_HTTP_MAX_HEADER_BYTES", "1000000"),
             ("PIGEONHOLE_HTTP_MAX_URI_BYTES", "65535"),
+            ("PIGEONHOLE_SMTP_HOSTNAME", "mx.example.com;evil"),
+            ("PIGEONHOLE_SMTP_HOSTNAME", "a..b"),
+            ("PIGEONHOLE_SMTP_MAX_CONNECTIONS", "0"),
+            ("PIGEONHOLE_SMTP_MAX_CONNECTIONS_PER_IP", "-3"),
+            ("PIGEONHOLE_SMTP_IDLE_TIMEOUT", "0"),
+            ("PIGEONHOLE_SMTP_SESSION_TIMEOUT", "soon"),
+            ("PIGEONHOLE_SMTP_AUTH_TIMEOUT", "100000"),
         ] {
             let err = Config::from_map(&map(&[(var, value)])).unwrap_err();
             assert_eq!(err.var, var, "{value}");
@@ -524,6 +604,28 @@ mod tests {
         assert_eq!(c.http.max_connections_per_ip, 0);
         let auto = Config::from_map(&map(&[("PIGEONHOLE_HTTP_MAX_CONNECTIONS", "auto")]));
         assert_eq!(auto.unwrap().http.max_connections, None);
+    }
+
+    #[test]
+    fn smtp_limits_are_optional_and_parsed() {
+        let c = Config::from_map(&HashMap::new()).unwrap();
+        assert!(c.smtp_hostname.is_none() && c.smtp_max_connections_per_ip.is_none());
+        assert!(c.smtp_session_timeout.is_none() && c.smtp_auth_timeout.is_none());
+        let c = Config::from_map(&map(&[
+            ("PIGEONHOLE_SMTP_HOSTNAME", "MX1.Example.com"),
+            ("PIGEONHOLE_SMTP_MAX_CONNECTIONS", "100"),
+            ("PIGEONHOLE_SMTP_MAX_CONNECTIONS_PER_IP", "4"),
+            ("PIGEONHOLE_SMTP_IDLE_TIMEOUT", "30"),
+            ("PIGEONHOLE_SMTP_SESSION_TIMEOUT", "120.5"),
+            ("PIGEONHOLE_SMTP_AUTH_TIMEOUT", "0.5"),
+        ]))
+        .unwrap();
+        assert_eq!(c.smtp_hostname.as_deref(), Some("mx1.example.com"));
+        assert_eq!(c.smtp_max_connections, Some(100));
+        assert_eq!(c.smtp_max_connections_per_ip, Some(4));
+        assert_eq!(c.smtp_idle_timeout, Some(Duration::from_secs(30)));
+        assert_eq!(c.smtp_session_timeout, Some(Duration::from_millis(120_500)));
+        assert_eq!(c.smtp_auth_timeout, Some(Duration::from_millis(500)));
     }
 
     #[test]

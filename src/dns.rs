@@ -153,6 +153,58 @@ impl Dns {
         }
     }
 
+    /// The IPv4 (A) or, with `v6`, the IPv6 (AAAA) addresses of `name`. A
+    /// name without such records (or no name at all) yields an empty list;
+    /// timeouts and server failures are errors.
+    pub async fn addresses(&self, name: &str, v6: bool) -> Result<Vec<IpAddr>, DnsError> {
+        let fqdn = to_fqdn(name)?;
+        let found = if v6 {
+            self.resolver
+                .ipv6_lookup(fqdn)
+                .await
+                .map(|l| l.iter().map(|r| IpAddr::V6(r.0)).collect())
+        } else {
+            self.resolver
+                .ipv4_lookup(fqdn)
+                .await
+                .map(|l| l.iter().map(|r| IpAddr::V4(r.0)).collect())
+        };
+        match found {
+            Ok(ips) => Ok(ips),
+            Err(e) if is_no_data(&e) => Ok(Vec::new()),
+            Err(source) => Err(DnsError::Lookup {
+                name: name.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// The exchanges of the MX records of `name`, most preferred first
+    /// (without the trailing dot). None yields an empty list; timeouts and
+    /// server failures are errors.
+    pub async fn mx(&self, name: &str) -> Result<Vec<String>, DnsError> {
+        let fqdn = to_fqdn(name)?;
+        match self.resolver.mx_lookup(fqdn).await {
+            Ok(lookup) => {
+                let mut records: Vec<(u16, String)> = lookup
+                    .iter()
+                    .map(|mx| {
+                        let host = mx.exchange().to_utf8();
+                        let host = host.strip_suffix('.').unwrap_or(&host).to_owned();
+                        (mx.preference(), host)
+                    })
+                    .collect();
+                records.sort();
+                Ok(records.into_iter().map(|(_, host)| host).collect())
+            }
+            Err(e) if is_no_data(&e) => Ok(Vec::new()),
+            Err(source) => Err(DnsError::Lookup {
+                name: name.to_owned(),
+                source,
+            }),
+        }
+    }
+
     /// Whether the SPF record at `name` has the pass-qualified mechanism
     /// `include:<include>` (e.g. `amazonses.com`). Per RFC 7208 §4.5 more
     /// than one `v=spf1` record is a permanent error, so that yields `false`.
@@ -205,7 +257,7 @@ fn is_no_data(e: &ResolveError) -> bool {
 
 /// `record` starts with the version tag `version` (ASCII case-insensitive),
 /// followed by the end, whitespace or `;`.
-fn has_version(record: &str, version: &str) -> bool {
+pub(crate) fn has_version(record: &str, version: &str) -> bool {
     let record = record.trim_start();
     let Some(head) = record.get(..version.len()) else {
         return false;
@@ -457,6 +509,63 @@ mod tests {
             unreachable.lookup_ips("[2001:db8::1]").await.unwrap(),
             vec![v6]
         );
+    }
+
+    #[tokio::test]
+    async fn addresses_by_family_and_mx_by_preference() {
+        let (server, dns) = setup().await;
+        let v4 = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10));
+        let v6 = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
+        server.set_a("both.example.com", &[v4, v6]);
+        assert_eq!(
+            dns.addresses("both.example.com", false).await.unwrap(),
+            vec![v4]
+        );
+        assert_eq!(
+            dns.addresses("both.example.com", true).await.unwrap(),
+            vec![v6]
+        );
+        server.set_a("v4.example.com", &[v4]);
+        assert!(
+            dns.addresses("v4.example.com", true)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            dns.addresses("nohost.example.com", false)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        server.set_mx(
+            "example.com",
+            &[(20, "backup.example.com"), (10, "mx1.example.com.")],
+        );
+        assert_eq!(
+            dns.mx("example.com").await.unwrap(),
+            vec![
+                "mx1.example.com".to_owned(),
+                "backup.example.com".to_owned()
+            ]
+        );
+        assert!(dns.mx("v4.example.com").await.unwrap().is_empty());
+        assert!(dns.mx("nohost.example.com").await.unwrap().is_empty());
+
+        let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let dead = Dns::new(Some(&[silent.local_addr().unwrap()])).unwrap();
+        let lookups = async {
+            (
+                dead.addresses("example.com", false).await,
+                dead.mx("example.com").await,
+            )
+        };
+        let (a, mx) = tokio::time::timeout(Duration::from_secs(15), lookups)
+            .await
+            .expect("lookups give up on their own");
+        assert!(matches!(a, Err(DnsError::Lookup { .. })), "{a:?}");
+        assert!(matches!(mx, Err(DnsError::Lookup { .. })), "{mx:?}");
     }
 
     #[tokio::test]

@@ -1,6 +1,6 @@
 //! A tiny in-process authoritative DNS server for tests.
 //!
-//! It answers A, AAAA and TXT queries over UDP and TCP on 127.0.0.1 from an
+//! It answers A, AAAA, MX and TXT queries over UDP and TCP on 127.0.0.1 from an
 //! in-memory table that tests may change while it runs. Unknown names get
 //! NXDOMAIN, known names without the asked type get an empty NOERROR; both
 //! carry an SOA with a zero negative TTL. Malformed packets are ignored.
@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hickory_proto::op::{Header, Message, MessageType, OpCode, ResponseCode};
-use hickory_proto::rr::rdata::{A, AAAA, SOA, TXT};
+use hickory_proto::rr::rdata::{A, AAAA, MX, SOA, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -27,6 +27,8 @@ struct Entry {
     /// TXT records, each a list of character-strings.
     txt: Vec<Vec<Vec<u8>>>,
     ips: Vec<IpAddr>,
+    /// MX records: preference and exchange.
+    mx: Vec<(u16, String)>,
 }
 
 type Zone = Arc<Mutex<HashMap<String, Entry>>>;
@@ -101,6 +103,12 @@ impl TestDnsServer {
     pub fn set_a(&self, name: &str, ips: &[IpAddr]) {
         let ips = ips.to_vec();
         self.entry(name, |e| e.ips = ips);
+    }
+
+    /// Replace the MX records of `name`: (preference, exchange) pairs.
+    pub fn set_mx(&self, name: &str, records: &[(u16, &str)]) {
+        let records = records.iter().map(|(p, h)| (*p, h.to_string())).collect();
+        self.entry(name, |e| e.mx = records);
     }
 
     /// Forget `name` entirely: it answers NXDOMAIN again.
@@ -238,6 +246,18 @@ fn answer(packet: &[u8], records: &Zone, max_len: Option<usize>) -> Option<Vec<u
                     RData::AAAA(AAAA(*v6)),
                 )),
                 IpAddr::V4(_) => None,
+            })
+            .collect(),
+        RecordType::MX => entry
+            .mx
+            .iter()
+            .filter_map(|(preference, host)| {
+                let exchange = Name::from_utf8(host).ok()?;
+                Some(Record::from_rdata(
+                    qname.clone(),
+                    TTL,
+                    RData::MX(MX::new(*preference, exchange)),
+                ))
             })
             .collect(),
         _ => Vec::new(),

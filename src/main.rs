@@ -138,6 +138,7 @@ async fn serve(config: Config) -> ExitCode {
         tokio::spawn(pigeonhole::smtp::run(
             l,
             state.db.clone(),
+            state.dns.clone(),
             smtp_config,
             stopped(stop_rx.clone()),
         ))

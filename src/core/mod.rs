@@ -1,9 +1,13 @@
 //! The rules of the service, callable without HTTP.
+pub mod auth_results;
+pub mod dkim;
+pub mod dmarc;
 pub mod domains;
 pub mod drafts;
 pub mod events;
 pub mod idempotency;
 pub mod inbound;
+pub mod inbound_auth;
 pub mod inbound_hook;
 pub mod labels;
 pub mod mailboxes;
@@ -12,6 +16,7 @@ pub mod provider_events;
 pub mod quota;
 pub mod search;
 pub mod sending;
+pub mod spf;
 pub mod suppressions;
 pub mod thread_actions;
 pub mod threads;

@@ -1,7 +1,10 @@
 //! The inbound SMTP listener: ESMTP with PIPELINING, 8BITMIME, SMTPUTF8, SIZE
 //! and (when a certificate is configured) STARTTLS. Recipients are checked at
-//! RCPT time and accepted messages go through [`crate::core::inbound::ingest`];
-//! the 250 after DATA is sent only once that transaction has committed.
+//! RCPT time; an accepted message gets an `Authentication-Results` field with
+//! its SPF, DKIM and DMARC results ([`crate::core::inbound_auth`]) and goes
+//! through [`crate::core::inbound::ingest`]; the 250 after DATA is sent only
+//! once that transaction has committed. A "." line next to a bare LF does not
+//! end DATA, and the message is refused (SMTP smuggling).
 //!
 //! The protocol state machine ([`protocol`]) has no I/O; [`run`] owns the
 //! sockets, timeouts and limits that keep slow or hostile clients from
@@ -14,6 +17,7 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+mod per_client;
 pub mod protocol;
 mod server;
 
@@ -37,6 +41,16 @@ pub struct SmtpConfig {
     pub idle_timeout: Duration,
     /// Connections served at once; more are answered 421 and closed.
     pub max_connections: usize,
+    /// Connections one client may hold at once (an IPv4 address, or an IPv6
+    /// /64, which one host usually has whole); more get 421 4.7.0.
+    pub max_connections_per_ip: usize,
+    /// A session is told 421 4.4.2 and closed this long after it connected,
+    /// however busy it is (a message being stored finishes first).
+    pub session_timeout: Duration,
+    /// Time the sender checks of one message (the DNS lookups of SPF, DKIM
+    /// and DMARC, made together) may take; what is not done by then is
+    /// `temperror`.
+    pub auth_timeout: Duration,
     /// Hard (5xx) errors after which the session is closed.
     pub max_errors: usize,
     /// Message data all sessions together may hold in memory while
@@ -55,6 +69,9 @@ impl Default for SmtpConfig {
             max_line_length: 64 * 1024,
             idle_timeout: Duration::from_secs(60),
             max_connections: 256,
+            max_connections_per_ip: 20,
+            session_timeout: Duration::from_secs(600),
+            auth_timeout: Duration::from_secs(3),
             max_errors: 20,
             max_buffered_bytes: 512 * 1024 * 1024,
             tls: None,
@@ -71,6 +88,9 @@ impl std::fmt::Debug for SmtpConfig {
             .field("max_line_length", &self.max_line_length)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_connections", &self.max_connections)
+            .field("max_connections_per_ip", &self.max_connections_per_ip)
+            .field("session_timeout", &self.session_timeout)
+            .field("auth_timeout", &self.auth_timeout)
             .field("max_errors", &self.max_errors)
             .field("max_buffered_bytes", &self.max_buffered_bytes)
             .field("starttls", &self.tls.is_some())
@@ -83,6 +103,24 @@ impl SmtpConfig {
     /// when one is configured. The error is one line naming the variable.
     pub fn from_config(config: &crate::config::Config) -> Result<SmtpConfig, String> {
         let mut c = SmtpConfig::default();
+        if let Some(name) = &config.smtp_hostname {
+            c.hostname = name.clone();
+        }
+        if let Some(n) = config.smtp_max_connections {
+            c.max_connections = n;
+        }
+        if let Some(n) = config.smtp_max_connections_per_ip {
+            c.max_connections_per_ip = n;
+        }
+        if let Some(d) = config.smtp_idle_timeout {
+            c.idle_timeout = d;
+        }
+        if let Some(d) = config.smtp_session_timeout {
+            c.session_timeout = d;
+        }
+        if let Some(d) = config.smtp_auth_timeout {
+            c.auth_timeout = d;
+        }
         if let (Some(cert), Some(key)) = (&config.smtp_tls_cert, &config.smtp_tls_key) {
             c.tls = Some(load_tls(cert, key)?);
         }
@@ -146,5 +184,38 @@ fn local_hostname() -> String {
         "localhost".into()
     } else {
         name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_reach_the_listener() {
+        let values = [
+            ("PIGEONHOLE_SMTP_HOSTNAME", "mx.example.test"),
+            ("PIGEONHOLE_SMTP_MAX_CONNECTIONS", "40"),
+            ("PIGEONHOLE_SMTP_MAX_CONNECTIONS_PER_IP", "3"),
+            ("PIGEONHOLE_SMTP_IDLE_TIMEOUT", "15"),
+            ("PIGEONHOLE_SMTP_SESSION_TIMEOUT", "90"),
+            ("PIGEONHOLE_SMTP_AUTH_TIMEOUT", "1.5"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let config = crate::config::Config::from_map(&values).unwrap();
+        let c = SmtpConfig::from_config(&config).unwrap();
+        assert_eq!(c.hostname, "mx.example.test");
+        assert_eq!((c.max_connections, c.max_connections_per_ip), (40, 3));
+        assert_eq!(c.idle_timeout, Duration::from_secs(15));
+        assert_eq!(c.session_timeout, Duration::from_secs(90));
+        assert_eq!(c.auth_timeout, Duration::from_millis(1500));
+
+        let unset = crate::config::Config::from_map(&Default::default()).unwrap();
+        let d = SmtpConfig::from_config(&unset).unwrap();
+        let default = SmtpConfig::default();
+        assert_eq!(d.max_connections_per_ip, default.max_connections_per_ip);
+        assert_eq!(d.session_timeout, default.session_timeout);
     }
 }

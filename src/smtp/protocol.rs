@@ -427,6 +427,10 @@ pub struct DataReader {
     too_big: bool,
     line_too_long: bool,
     out_of_memory: bool,
+    /// The previous line ended in a bare LF.
+    after_bare_lf: bool,
+    /// A "." line touched a bare LF (see [`DataReader::push_line`]).
+    smuggled_end: bool,
 }
 
 /// Whether the end-of-data line has been seen.
@@ -445,13 +449,26 @@ impl DataReader {
             too_big: false,
             line_too_long: false,
             out_of_memory: false,
+            after_bare_lf: false,
+            smuggled_end: false,
         }
     }
 
-    /// One line without its line ending (CRLF or a bare LF).
-    pub fn push_line(&mut self, line: &[u8]) -> DataStep {
+    /// One line without its line ending; `bare_lf` when that ending was a LF
+    /// without CR. Bare LFs are taken as line ends (much real mail has
+    /// them), but only `<CR><LF>.<CR><LF>` ends the data: a "." line with a
+    /// bare LF on either side is where other servers may disagree on the end
+    /// of the message (SMTP smuggling), so it ends nothing and the message is
+    /// refused at the real end.
+    pub fn push_line(&mut self, line: &[u8], bare_lf: bool) -> DataStep {
+        let after_bare_lf = std::mem::replace(&mut self.after_bare_lf, bare_lf);
         if line == b"." {
-            return DataStep::End;
+            if !bare_lf && !after_bare_lf {
+                return DataStep::End;
+            }
+            self.smuggled_end = true;
+            self.message = Vec::new();
+            return DataStep::More;
         }
         let line = line.strip_prefix(b".").unwrap_or(line);
         self.received += line.len() + 2;
@@ -459,15 +476,17 @@ impl DataReader {
             self.too_big = true;
             self.message = Vec::new();
         }
-        if !self.too_big && !self.line_too_long && !self.out_of_memory {
+        if !self.too_big && !self.line_too_long && !self.out_of_memory && !self.smuggled_end {
             self.message.extend_from_slice(line);
             self.message.extend_from_slice(b"\r\n");
         }
         DataStep::More
     }
 
-    /// A line over the limit was received (and discarded); `len` bytes of it.
-    pub fn note_long_line(&mut self, len: usize) {
+    /// A line over the limit was received (and discarded); `len` bytes of
+    /// it, ended as [`DataReader::push_line`]'s `bare_lf` says.
+    pub fn note_long_line(&mut self, len: usize, bare_lf: bool) {
+        self.after_bare_lf = bare_lf;
         self.line_too_long = true;
         self.received += len;
         self.message = Vec::new();
@@ -494,7 +513,12 @@ impl DataReader {
 
     /// The message, or the reply refusing it.
     pub fn finish(self) -> Result<Vec<u8>, Reply> {
-        if self.too_big {
+        if self.smuggled_end {
+            Err(Reply::new(
+                554,
+                "5.5.2 Error: bare <LF> next to a \".\" line in message data",
+            ))
+        } else if self.too_big {
             Err(Reply::new(
                 552,
                 "5.3.4 Error: message exceeds fixed maximum message size",
@@ -667,32 +691,83 @@ mod tests {
     #[test]
     fn data_is_unstuffed_and_limited() {
         let mut d = DataReader::new(100);
-        assert_eq!(d.push_line(b"Subject: x"), DataStep::More);
-        assert_eq!(d.push_line(b""), DataStep::More);
-        assert_eq!(d.push_line(b"..leading dot"), DataStep::More);
-        assert_eq!(d.push_line(b".x"), DataStep::More);
-        assert_eq!(d.push_line(b"."), DataStep::End);
+        assert_eq!(d.push_line(b"Subject: x", false), DataStep::More);
+        assert_eq!(d.push_line(b"", false), DataStep::More);
+        assert_eq!(d.push_line(b"..leading dot", false), DataStep::More);
+        assert_eq!(d.push_line(b".x", false), DataStep::More);
+        assert_eq!(d.push_line(b".", false), DataStep::End);
         assert_eq!(
             d.finish().unwrap(),
             b"Subject: x\r\n\r\n.leading dot\r\nx\r\n".to_vec()
         );
 
         let mut d = DataReader::new(10);
-        d.push_line(b"0123456789");
+        d.push_line(b"0123456789", false);
         assert_eq!(d.finish().unwrap_err().code, 552);
 
         let mut d = DataReader::new(100);
-        d.push_line(b"ok");
-        d.note_long_line(50);
-        d.push_line(b"ok");
+        d.push_line(b"ok", false);
+        d.note_long_line(50, false);
+        d.push_line(b"ok", false);
         assert_eq!(d.finish().unwrap_err().code, 500);
 
         let mut d = DataReader::new(100);
-        d.push_line(b"ok");
+        d.push_line(b"ok", false);
         assert_eq!(d.buffered(), 4);
         d.out_of_memory();
-        d.push_line(b"ok");
+        d.push_line(b"ok", false);
         assert_eq!(d.buffered(), 0);
         assert_eq!(d.finish().unwrap_err().code, 452);
+    }
+
+    /// Lines as the server reads them: (text, ended in a bare LF).
+    fn feed(d: &mut DataReader, wire: &[u8]) -> DataStep {
+        let mut step = DataStep::More;
+        for piece in wire.split_inclusive(|b| *b == b'\n') {
+            let line = piece.strip_suffix(b"\n").expect("whole lines");
+            let (line, bare_lf) = match line.strip_suffix(b"\r") {
+                Some(l) => (l, false),
+                None => (line, true),
+            };
+            step = d.push_line(line, bare_lf);
+            if step == DataStep::End {
+                break;
+            }
+        }
+        step
+    }
+
+    #[test]
+    fn a_dot_next_to_a_bare_lf_ends_nothing_and_refuses_the_message() {
+        for smuggled in [
+            &b"Subject: a\r\n\r\nbody\n.\nMAIL FROM:<x@evil.test>\r\n"[..],
+            b"Subject: a\r\n\r\nbody\r\n.\nMAIL FROM:<x@evil.test>\r\n",
+            b"Subject: a\r\n\r\nbody\n.\r\nMAIL FROM:<x@evil.test>\r\n",
+        ] {
+            let mut d = DataReader::new(1000);
+            assert_eq!(feed(&mut d, smuggled), DataStep::More, "{smuggled:?}");
+            assert_eq!(feed(&mut d, b"more\r\n.\r\n"), DataStep::End);
+            let refused = d.finish().unwrap_err();
+            assert_eq!(
+                (refused.code, refused.lines[0].get(..5)),
+                (554, Some("5.5.2"))
+            );
+        }
+        // Bare LFs elsewhere are fine: taken as line ends.
+        let mut d = DataReader::new(1000);
+        assert_eq!(
+            feed(&mut d, b"Subject: a\n\nbody\nmore\r\n.\r\n"),
+            DataStep::End
+        );
+        assert_eq!(
+            d.finish().unwrap(),
+            b"Subject: a\r\n\r\nbody\r\nmore\r\n".to_vec()
+        );
+        // A long line that ended in a bare LF counts as well.
+        let mut d = DataReader::new(1000);
+        d.note_long_line(100, true);
+        assert_eq!(d.push_line(b".", false), DataStep::More);
+        assert_eq!(d.push_line(b".", false), DataStep::End);
+        assert_eq!(d.finish().unwrap_err().code, 554);
     }
 }

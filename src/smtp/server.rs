@@ -12,12 +12,15 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
-use tokio::time::timeout;
+use tokio::time::{Instant, timeout, timeout_at};
 use tokio_rustls::TlsAcceptor;
 
 use super::SmtpConfig;
+use super::per_client::PerClient;
 use super::protocol::{Action, DataReader, DataStep, Envelope, Reply, Session, parse_command};
 use crate::core::inbound;
+use crate::core::inbound_auth::{self, Origin, SessionMemo};
+use crate::dns::Dns;
 use crate::store::Db;
 
 /// How long sessions get to finish after shutdown is asked for.
@@ -35,11 +38,44 @@ const LINGER_BYTES: usize = 1024 * 1024;
 
 struct Ctx {
     db: Db,
+    /// For the sender checks (SPF, DKIM, DMARC) of each message.
+    dns: Arc<Dns>,
     config: Arc<SmtpConfig>,
     tls: Option<TlsAcceptor>,
     stop: watch::Receiver<bool>,
     /// Shared budget of message memory, in [`MEMORY_CHUNK`]s.
     memory: Arc<Semaphore>,
+    /// The end of the session's time ([`SmtpConfig::session_timeout`]).
+    deadline: Instant,
+    /// Sender checks this session may reuse for its next messages.
+    auth_memo: SessionMemo,
+}
+
+impl Ctx {
+    fn read_deadline(&self) -> Instant {
+        read_deadline(&self.config, self.deadline)
+    }
+
+    /// The 421 for a read that ran out of time.
+    fn timed_out(&self) -> Reply {
+        timeout_reply(&self.config, self.deadline)
+    }
+}
+
+/// When the next read must have produced a line: one idle period from now,
+/// but never past the session's deadline.
+fn read_deadline(config: &SmtpConfig, deadline: Instant) -> Instant {
+    (Instant::now() + config.idle_timeout).min(deadline)
+}
+
+/// 421 4.4.2, saying whether the session or one idle period ran out.
+fn timeout_reply(config: &SmtpConfig, deadline: Instant) -> Reply {
+    let what = if Instant::now() >= deadline {
+        "session time limit exceeded"
+    } else {
+        "timeout exceeded"
+    };
+    Reply::new(421, format!("4.4.2 {} Error: {what}", config.hostname))
 }
 
 /// Serves SMTP on `listener` until `shutdown` resolves; then stops accepting,
@@ -48,6 +84,7 @@ struct Ctx {
 pub async fn run(
     listener: TcpListener,
     db: Db,
+    dns: Arc<Dns>,
     config: SmtpConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -56,6 +93,7 @@ pub async fn run(
     let tls = config.tls.clone().map(TlsAcceptor::from);
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let busy_slots = Arc::new(Semaphore::new(MAX_BUSY_REPLIES));
+    let per_client = PerClient::new(config.max_connections_per_ip);
     let memory = Arc::new(Semaphore::new(
         (config.max_buffered_bytes / MEMORY_CHUNK).clamp(1, Semaphore::MAX_PERMITS),
     ));
@@ -77,34 +115,42 @@ pub async fn run(
             },
         };
         let _ = stream.set_nodelay(true);
+        // Per client first: an address at its cap must not use up global slots.
+        let Some(client_slot) = per_client.try_enter(peer.ip()) else {
+            tracing::warn!(peer = %peer, "smtp connection refused: too many from this client");
+            turn_away(
+                &mut sessions,
+                &busy_slots,
+                stream,
+                b"421 4.7.0 Too many connections from your address, try again later\r\n",
+            );
+            continue;
+        };
         match slots.clone().try_acquire_owned() {
             Ok(permit) => {
                 let ctx = Ctx {
                     db: db.clone(),
+                    dns: dns.clone(),
                     config: config.clone(),
                     tls: tls.clone(),
                     stop: stop_rx.clone(),
                     memory: memory.clone(),
+                    deadline: Instant::now() + config.session_timeout,
+                    auth_memo: SessionMemo::default(),
                 };
                 sessions.spawn(async move {
-                    let _permit = permit;
+                    let _permits = (permit, client_slot);
                     serve_connection(stream, peer, ctx).await;
                 });
             }
             Err(_) => {
-                if let Ok(permit) = busy_slots.clone().try_acquire_owned() {
-                    sessions.spawn(async move {
-                        let _permit = permit;
-                        let mut stream = stream;
-                        let _ = timeout(
-                            Duration::from_secs(5),
-                            stream
-                                .write_all(b"421 4.3.2 Too many connections, try again later\r\n"),
-                        )
-                        .await;
-                    });
-                }
                 tracing::warn!(peer = %peer, "smtp connection refused: too many connections");
+                turn_away(
+                    &mut sessions,
+                    &busy_slots,
+                    stream,
+                    b"421 4.3.2 Too many connections, try again later\r\n",
+                );
             }
         }
     }
@@ -114,6 +160,22 @@ pub async fn run(
         sessions.abort_all();
     }
     Ok(())
+}
+
+/// Tells a connection that cannot be served `reply` and closes it; past
+/// [`MAX_BUSY_REPLIES`] such connections at once, just closes it.
+fn turn_away(
+    sessions: &mut JoinSet<()>,
+    busy_slots: &Arc<Semaphore>,
+    mut stream: TcpStream,
+    reply: &'static [u8],
+) {
+    if let Ok(permit) = busy_slots.clone().try_acquire_owned() {
+        sessions.spawn(async move {
+            let _permit = permit;
+            let _ = timeout(Duration::from_secs(5), stream.write_all(reply)).await;
+        });
+    }
 }
 
 /// How a conversation over one stream ended.
@@ -148,7 +210,7 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, mut ctx: Ctx) {
     let Some(acceptor) = ctx.tls.clone() else {
         return;
     };
-    let tls = match timeout(ctx.config.idle_timeout, acceptor.accept(plain)).await {
+    let tls = match timeout_at(ctx.read_deadline(), acceptor.accept(plain)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             tracing::debug!(peer = %peer, error = %e, "smtp TLS handshake failed");
@@ -165,7 +227,10 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, mut ctx: Ctx) {
 /// What reading one line produced. The line itself is in the caller's buffer.
 #[derive(Debug, PartialEq, Eq)]
 enum LineRead {
-    Line,
+    /// A line, and whether it ended in a bare LF rather than CRLF.
+    Line {
+        bare_lf: bool,
+    },
     /// More than the limit without a line ending; the rest is still unread.
     TooLong,
     Eof,
@@ -204,36 +269,51 @@ async fn read_line<R: AsyncBufReadExt + Unpin>(
         };
         rd.consume(consumed);
         if done {
-            if line.last() == Some(&b'\r') {
+            let crlf = line.last() == Some(&b'\r');
+            if crlf {
                 line.pop();
             }
-            return Ok(LineRead::Line);
+            return Ok(LineRead::Line { bare_lf: !crlf });
         }
     }
 }
 
-/// Skips the rest of a line. Returns how many bytes were skipped, or `None`
-/// when `budget` ran out (or the stream ended) before the line did.
+/// Skips the rest of a line, `last_read` being the last byte of it read so
+/// far. Returns how many bytes were skipped and whether the line ended in a
+/// bare LF, or `None` when `budget` ran out (or the stream ended) before the
+/// line did.
 async fn discard_line<R: AsyncBufReadExt + Unpin>(
     rd: &mut R,
+    last_read: Option<u8>,
     budget: usize,
-) -> io::Result<Option<usize>> {
+) -> io::Result<Option<(usize, bool)>> {
     let mut skipped = 0usize;
+    let mut last = last_read;
     loop {
-        let (consumed, done) = {
+        let (consumed, ended_bare) = {
             let buf = rd.fill_buf().await?;
             if buf.is_empty() {
                 return Ok(None);
             }
             match buf.iter().position(|b| *b == b'\n') {
-                Some(pos) => (pos + 1, true),
-                None => (buf.len(), false),
+                Some(pos) => {
+                    let before = if pos > 0 {
+                        buf.get(pos - 1).copied()
+                    } else {
+                        last
+                    };
+                    (pos + 1, Some(before != Some(b'\r')))
+                }
+                None => {
+                    last = buf.last().copied();
+                    (buf.len(), None)
+                }
             }
         };
         rd.consume(consumed);
         skipped += consumed;
-        if done {
-            return Ok(Some(skipped));
+        if let Some(bare_lf) = ended_bare {
+            return Ok(Some((skipped, bare_lf)));
         }
         if skipped > budget {
             return Ok(None);
@@ -310,8 +390,16 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
         if rd.buffer().is_empty() || out.len() > MAX_PENDING_OUTPUT {
             write_out(rd.get_mut(), &mut out, idle).await?;
         }
+        // Checked before reading too: a read of pipelined input completes
+        // at once, so the timer below wins only when the runtime happens to
+        // make the read yield.
+        if Instant::now() >= ctx.deadline {
+            close_with(&mut rd, &mut out, ctx.timed_out(), idle).await?;
+            return Ok(Outcome::Closed);
+        }
+        let read_by = ctx.read_deadline();
         let read = tokio::select! {
-            r = timeout(idle, read_line(&mut rd, &mut line, config.max_line_length)) => Some(r),
+            r = timeout_at(read_by, read_line(&mut rd, &mut line, config.max_line_length)) => Some(r),
             _ = ctx.stop.wait_for(|stop| *stop) => None,
         };
         let Some(read) = read else {
@@ -324,15 +412,11 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
         };
         match read {
             Err(_) => {
-                let bye = Reply::new(
-                    421,
-                    format!("4.4.2 {} Error: timeout exceeded", config.hostname),
-                );
-                close_with(&mut rd, &mut out, bye, idle).await?;
+                close_with(&mut rd, &mut out, ctx.timed_out(), idle).await?;
                 return Ok(Outcome::Closed);
             }
             Ok(r) => match r? {
-                LineRead::Line => {}
+                LineRead::Line { .. } => {}
                 LineRead::Eof => return Ok(Outcome::Closed),
                 LineRead::TooLong => {
                     let bye = Reply::new(500, "5.5.2 Error: line too long, closing connection");
@@ -367,10 +451,10 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
             Action::StartData(r) => {
                 out.extend_from_slice(r.to_wire().as_bytes());
                 write_out(rd.get_mut(), &mut out, idle).await?;
-                match read_data(&mut rd, &mut line, &config, &ctx.memory).await? {
+                match read_data(&mut rd, &mut line, &config, &ctx.memory, ctx.deadline).await? {
                     DataEnd::Message(raw, reserved) => {
                         let envelope = session.take_envelope();
-                        let reply = deliver(&ctx.db, &config, session, peer, envelope, raw).await;
+                        let reply = deliver(ctx, session, peer, envelope, raw).await;
                         drop(reserved);
                         reply
                     }
@@ -413,19 +497,14 @@ async fn read_data<R: AsyncBufReadExt + Unpin>(
     line: &mut Vec<u8>,
     config: &SmtpConfig,
     memory: &Arc<Semaphore>,
+    deadline: Instant,
 ) -> io::Result<DataEnd> {
-    let idle = config.idle_timeout;
     let mut data = DataReader::new(config.max_message_size);
     let mut reserved: Option<OwnedSemaphorePermit> = None;
     let mut reserved_bytes = 0usize;
     // Past the limit the rest is read and dropped, up to this much.
     let hard_cap = config.max_message_size.saturating_mul(2);
-    let timed_out = || {
-        DataEnd::Close(Reply::new(
-            421,
-            format!("4.4.2 {} Error: timeout exceeded", config.hostname),
-        ))
-    };
+    let timed_out = || DataEnd::Close(timeout_reply(config, deadline));
     let too_big = || {
         DataEnd::Close(Reply::new(
             552,
@@ -433,13 +512,21 @@ async fn read_data<R: AsyncBufReadExt + Unpin>(
         ))
     };
     loop {
-        let Ok(read) = timeout(idle, read_line(rd, line, config.max_line_length)).await else {
+        if Instant::now() >= deadline {
+            return Ok(timed_out());
+        }
+        let Ok(read) = timeout_at(
+            read_deadline(config, deadline),
+            read_line(rd, line, config.max_line_length),
+        )
+        .await
+        else {
             return Ok(timed_out());
         };
         match read? {
             LineRead::Eof => return Ok(DataEnd::Eof),
-            LineRead::Line => {
-                if data.push_line(line) == DataStep::End {
+            LineRead::Line { bare_lf } => {
+                if data.push_line(line, bare_lf) == DataStep::End {
                     break;
                 }
                 // Reserve memory as the message grows; none left means 452
@@ -463,11 +550,16 @@ async fn read_data<R: AsyncBufReadExt + Unpin>(
             }
             LineRead::TooLong => {
                 let budget = hard_cap.saturating_sub(data.received() + line.len());
-                let Ok(skipped) = timeout(idle, discard_line(rd, budget)).await else {
+                let Ok(skipped) = timeout_at(
+                    read_deadline(config, deadline),
+                    discard_line(rd, line.last().copied(), budget),
+                )
+                .await
+                else {
                     return Ok(timed_out());
                 };
                 match skipped? {
-                    Some(n) => data.note_long_line(line.len() + n),
+                    Some((n, bare_lf)) => data.note_long_line(line.len() + n, bare_lf),
                     None => return Ok(too_big()),
                 }
             }
@@ -531,20 +623,36 @@ fn trace_headers(
     h
 }
 
-/// Stores the message; the reply says whether it was.
+/// Checks the sender and stores the message; the reply says whether it was.
 async fn deliver(
-    db: &Db,
-    config: &SmtpConfig,
+    ctx: &mut Ctx,
     session: &Session,
     peer: SocketAddr,
     envelope: Envelope,
-    raw: Vec<u8>,
+    mut raw: Vec<u8>,
 ) -> Reply {
+    let config = ctx.config.clone();
+    let origin = Origin {
+        ip: peer.ip(),
+        helo: &envelope.helo,
+        mail_from: &envelope.mail_from,
+    };
+    let results = inbound_auth::authenticate(
+        &ctx.dns,
+        &mut ctx.auth_memo,
+        origin,
+        &mut raw,
+        &config.hostname,
+        config.auth_timeout,
+    )
+    .await;
     let session_id = crate::ids::random_token(12);
-    let mut full = trace_headers(config, session, peer, &envelope, &session_id).into_bytes();
+    let mut full = trace_headers(&config, session, peer, &envelope, &session_id);
+    full.push_str(&results);
+    let mut full = full.into_bytes();
     full.extend_from_slice(&raw);
     drop(raw);
-    match inbound::ingest(db, &full, &envelope.recipients).await {
+    match inbound::ingest(&ctx.db, &full, &envelope.recipients).await {
         Ok(stored) if stored.is_empty() => Reply::new(
             550,
             "5.1.1 Error: no recipient of this message exists any more",
@@ -574,29 +682,56 @@ mod tests {
 
     #[tokio::test]
     async fn lines_split_across_reads_and_limits() {
-        let input: &[u8] = b"EHLO a\r\nNOOP\nxxxxxxxxxxxxxxxxxxxx\r\nlast";
+        let input: &[u8] = b"EHLO a\r\nNOOP\nxxxxxxxxxxxxxxxxxxxx\r\nyyyyyyyyyyyyyyyyyyy\nlast";
         let mut rd = tokio::io::BufReader::with_capacity(3, input);
         let mut line = Vec::new();
         assert_eq!(
             read_line(&mut rd, &mut line, 10).await.unwrap(),
-            LineRead::Line
+            LineRead::Line { bare_lf: false }
         );
         assert_eq!(line, b"EHLO a");
         assert_eq!(
             read_line(&mut rd, &mut line, 10).await.unwrap(),
-            LineRead::Line
+            LineRead::Line { bare_lf: true }
         );
         assert_eq!(line, b"NOOP");
         assert_eq!(
             read_line(&mut rd, &mut line, 10).await.unwrap(),
             LineRead::TooLong
         );
-        let skipped = discard_line(&mut rd, 100).await.unwrap().unwrap();
-        assert_eq!(line.len() + skipped, 22);
+        let (skipped, bare_lf) = discard_line(&mut rd, line.last().copied(), 100)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((line.len() + skipped, bare_lf), (22, false));
+        assert_eq!(
+            read_line(&mut rd, &mut line, 10).await.unwrap(),
+            LineRead::TooLong
+        );
+        let (skipped, bare_lf) = discard_line(&mut rd, line.last().copied(), 100)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((line.len() + skipped, bare_lf), (20, true));
         // A final line without a line ending is not a command.
         assert_eq!(
             read_line(&mut rd, &mut line, 10).await.unwrap(),
             LineRead::Eof
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cr_read_before_the_skip_still_counts() {
+        // The CR was the last byte of the part already read.
+        let mut rd = tokio::io::BufReader::new(&b"\nnext"[..]);
+        assert_eq!(
+            discard_line(&mut rd, Some(b'\r'), 100).await.unwrap(),
+            Some((1, false))
+        );
+        let mut rd = tokio::io::BufReader::new(&b"\nnext"[..]);
+        assert_eq!(
+            discard_line(&mut rd, Some(b'x'), 100).await.unwrap(),
+            Some((1, true))
         );
     }
 

@@ -328,9 +328,20 @@ impl Drop for TestSmtp {
     }
 }
 
-/// Starts `pigeonhole::smtp::run` on 127.0.0.1:0 with `config`.
+/// Starts `pigeonhole::smtp::run` on 127.0.0.1:0 with `config`, over the
+/// app's database and resolver (its test DNS server).
 #[allow(dead_code)]
-pub async fn start_smtp(db: &Db, config: pigeonhole::smtp::SmtpConfig) -> TestSmtp {
+pub async fn start_smtp(app: &TestApp, config: pigeonhole::smtp::SmtpConfig) -> TestSmtp {
+    start_smtp_with(&app.db, app.state.dns.clone(), config).await
+}
+
+/// [`start_smtp`] with a resolver of the test's choice.
+#[allow(dead_code)]
+pub async fn start_smtp_with(
+    db: &Db,
+    dns: Arc<pigeonhole::dns::Dns>,
+    config: pigeonhole::smtp::SmtpConfig,
+) -> TestSmtp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind smtp");
@@ -339,6 +350,7 @@ pub async fn start_smtp(db: &Db, config: pigeonhole::smtp::SmtpConfig) -> TestSm
     tokio::spawn(pigeonhole::smtp::run(
         listener,
         db.clone(),
+        dns,
         config,
         async move {
             let _ = rx.await;

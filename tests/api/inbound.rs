@@ -93,7 +93,7 @@ async fn smtplib(addr: SocketAddr, mut spec: Value) -> Value {
 }
 
 /// One message in one session; returns that message's replies.
-async fn send(addr: SocketAddr, from: &str, rcpts: &[&str], data: &str) -> Value {
+pub(crate) async fn send(addr: SocketAddr, from: &str, rcpts: &[&str], data: &str) -> Value {
     let out = smtplib(
         addr,
         json!({"messages": [{"from": from, "rcpts": rcpts, "data": crlf(data)}]}),
@@ -110,17 +110,17 @@ fn code(v: &Value) -> i64 {
     v[0].as_i64().unwrap_or(0)
 }
 
-fn assert_stored(r: &Value) {
+pub(crate) fn assert_stored(r: &Value) {
     assert_eq!(code(&r["mail"]), 250, "{r}");
     assert_eq!(code(&r["data"]), 250, "{r}");
 }
 
-struct Inbound {
-    app: TestApp,
-    smtp: TestSmtp,
+pub(crate) struct Inbound {
+    pub(crate) app: TestApp,
+    pub(crate) smtp: TestSmtp,
 }
 
-fn test_config() -> SmtpConfig {
+pub(crate) fn test_config() -> SmtpConfig {
     SmtpConfig {
         hostname: "mx.ours.test".into(),
         ..SmtpConfig::default()
@@ -128,11 +128,11 @@ fn test_config() -> SmtpConfig {
 }
 
 /// ours.test verified with the mailbox inbox@ours.test, and a listener.
-async fn setup_with(config: SmtpConfig) -> Inbound {
+pub(crate) async fn setup_with(config: SmtpConfig) -> Inbound {
     let app = spawn_app().await;
     app.verified_domain("ours.test").await;
     app.mailbox("inbox@ours.test").await;
-    let smtp = start_smtp(&app.db, config).await;
+    let smtp = start_smtp(&app, config).await;
     Inbound { app, smtp }
 }
 
@@ -140,7 +140,7 @@ async fn setup() -> Inbound {
     setup_with(test_config()).await
 }
 
-async fn inbound_in(db: &Db, mailbox: &str) -> Vec<Message> {
+pub(crate) async fn inbound_in(db: &Db, mailbox: &str) -> Vec<Message> {
     let rows = Sql::new(&format!(
         "SELECT {} FROM messages m WHERE m.direction = 'inbound' AND m.mailbox = ",
         messages::COLUMNS
@@ -163,7 +163,7 @@ async fn count(db: &Db, sql: Sql) -> i64 {
         .expect("n")
 }
 
-async fn raw_of(db: &Db, id: &str) -> Vec<u8> {
+pub(crate) async fn raw_of(db: &Db, id: &str) -> Vec<u8> {
     sql!("SELECT raw FROM messages WHERE id = $1", id)
         .fetch_one(db.reader())
         .await
@@ -929,13 +929,13 @@ async fn starttls_when_a_certificate_is_configured() {
 // Raw sockets: pipelining and clients that misbehave
 // ---------------------------------------------------------------------------
 
-struct Raw {
+pub(crate) struct Raw {
     rd: BufReader<OwnedReadHalf>,
     wr: OwnedWriteHalf,
 }
 
 impl Raw {
-    async fn connect(addr: SocketAddr) -> Raw {
+    pub(crate) async fn connect(addr: SocketAddr) -> Raw {
         let (r, w) = TcpStream::connect(addr)
             .await
             .expect("connect")
@@ -946,12 +946,29 @@ impl Raw {
         }
     }
 
-    async fn send(&mut self, s: &str) {
+    /// Connects from `source` (any of 127.0.0.0/8 is this host on Linux).
+    pub(crate) async fn connect_from(addr: SocketAddr, source: &str) -> Raw {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(SocketAddr::new(source.parse().expect("source ip"), 0))
+            .expect("bind source");
+        let (r, w) = socket.connect(addr).await.expect("connect").into_split();
+        Raw {
+            rd: BufReader::new(r),
+            wr: w,
+        }
+    }
+
+    pub(crate) async fn send_bytes(&mut self, b: &[u8]) {
+        self.wr.write_all(b).await.expect("write");
+    }
+
+    pub(crate) async fn send(&mut self, s: &str) {
         self.wr.write_all(s.as_bytes()).await.expect("write");
     }
 
     /// The next reply: its code (0 at end of stream) and its last line.
-    async fn reply(&mut self) -> (u16, String) {
+    pub(crate) async fn reply(&mut self) -> (u16, String) {
         loop {
             let mut line = String::new();
             let n = tokio::time::timeout(Duration::from_secs(10), self.rd.read_line(&mut line))
@@ -969,14 +986,14 @@ impl Raw {
         }
     }
 
-    async fn expect(&mut self, want: u16) -> String {
+    pub(crate) async fn expect(&mut self, want: u16) -> String {
         let (code, text) = self.reply().await;
         assert_eq!(code, want, "{text}");
         text
     }
 
     /// True when the server closed the connection.
-    async fn closed(&mut self) -> bool {
+    pub(crate) async fn closed(&mut self) -> bool {
         let mut rest = String::new();
         matches!(
             tokio::time::timeout(Duration::from_secs(10), self.rd.read_line(&mut rest)).await,
@@ -986,7 +1003,7 @@ impl Raw {
 }
 
 /// A normal client still gets its mail through.
-async fn still_serving(t: &Inbound, n: usize) {
+pub(crate) async fn still_serving(t: &Inbound, n: usize) {
     let msg = format!("Subject: still here {n}\nMessage-ID: <alive-{n}@external.test>\n\nok\n");
     assert_stored(&send(t.smtp.addr, "ann@external.test", &["inbox@ours.test"], &msg).await);
 }

@@ -24,6 +24,7 @@ mod send_safety;
 mod sending_rules;
 mod ses_moto;
 mod simulator;
+mod smtp_hardening;
 mod sns;
 mod suppressions;
 mod threads;
