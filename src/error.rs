@@ -38,6 +38,9 @@ pub enum ApiError {
     /// An upstream (the provider) failed; `status` is 502 or 503.
     #[error("{message}")]
     Upstream { status: u16, message: String },
+    /// This instance cannot take the request now (503 with `Retry-After`).
+    #[error("{message}")]
+    Busy { message: String, retry_after: u64 },
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -69,6 +72,7 @@ impl ApiError {
             ApiError::Upstream { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
             }
+            ApiError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -82,7 +86,7 @@ impl ApiError {
             ApiError::PayloadTooLarge => "payload_too_large",
             ApiError::Invalid(_) => "invalid_request",
             ApiError::RateLimited { .. } => "rate_limited",
-            ApiError::Upstream { .. } => "server_error",
+            ApiError::Upstream { .. } | ApiError::Busy { .. } => "server_error",
             ApiError::Internal(_) => "server_error",
         }
     }
@@ -113,7 +117,8 @@ impl IntoResponse for ApiError {
                 retry_after: Some(s),
                 ..
             } => retry_after = Some(*s),
-            ApiError::RateLimited { retry_after: s, .. } => retry_after = Some(*s),
+            ApiError::RateLimited { retry_after: s, .. }
+            | ApiError::Busy { retry_after: s, .. } => retry_after = Some(*s),
             ApiError::Internal(e) => {
                 // The detail goes to the log, never to the client.
                 tracing::error!(error = format!("{e:#}"), "internal error");

@@ -2,13 +2,13 @@
 //! single reads and attachment downloads.
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::api::extract::{Auth, Params, parse_json};
+use crate::api::extract::{Auth, Params, WholeBody, parse_json};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
 use crate::core::idempotency::{self, Begin};
@@ -31,22 +31,35 @@ const STATUSES: &[&str] = &[
     "failed",
 ];
 
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The fingerprint of the request body when the request has an
+/// `Idempotency-Key` (see [`idempotent`]), else None without looking at it.
+fn fingerprint_if_keyed(headers: &HeaderMap, body: &[u8]) -> Result<Option<String>, ApiError> {
+    if !headers.contains_key(IDEMPOTENCY_KEY) {
+        return Ok(None);
+    }
+    let request: Value = parse_json(body)?;
+    Ok(Some(idempotency::fingerprint(&request)))
+}
+
 /// Runs `work` under the request's `Idempotency-Key`, if any: a repeat of the
 /// same request replays the stored reply byte for byte, a different request
 /// with the same key is 409, and only successful replies are stored.
+/// `fingerprint` is the request's (see [`fingerprint_if_keyed`]).
 async fn idempotent<F, Fut>(
     state: &AppState,
     key: &ApiKey,
     endpoint: &str,
     headers: &HeaderMap,
-    request: &Value,
+    fingerprint: Option<String>,
     work: F,
 ) -> Result<Response, ApiError>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(StatusCode, Value), ApiError>>,
 {
-    let idem_key = match headers.get("idempotency-key") {
+    let idem_key = match headers.get(IDEMPOTENCY_KEY) {
         None => None,
         Some(v) => {
             let k = v
@@ -63,11 +76,10 @@ where
             Some(k)
         }
     };
-    let Some(idem_key) = idem_key else {
+    let (Some(idem_key), Some(fp)) = (idem_key, fingerprint) else {
         let (status, body) = work().await?;
         return Ok((status, Json(body)).into_response());
     };
-    let fp = idempotency::fingerprint(request);
     match idempotency::begin(&state.db, &key.id, endpoint, &idem_key, &fp).await? {
         Begin::Proceed => {}
         Begin::Replay { status, body } => {
@@ -139,12 +151,17 @@ pub async fn send(
     State(s): State<AppState>,
     Auth(key): Auth,
     headers: HeaderMap,
-    body: Bytes,
+    WholeBody(body): WholeBody,
 ) -> ApiResult<Response> {
     key.require(Scope::EmailsSend)?;
-    let request: Value = parse_json(&body)?;
-    idempotent(&s, &key, "POST /emails", &headers, &request, || async {
-        let input = sending::validate(parse_send(request.clone())?)?;
+    // A body may be 30 MB of attachments: it is parsed into the send's own
+    // fields and then dropped, with no JSON tree of it kept beside them (one
+    // is built for an Idempotency-Key's fingerprint only, and dropped first).
+    let fingerprint = fingerprint_if_keyed(&headers, &body)?;
+    let request: SendBody = parse_json(&body)?;
+    drop(body);
+    idempotent(&s, &key, "POST /emails", &headers, fingerprint, || async {
+        let input = sending::validate(request)?;
         let outcome = sending::send(&s, &key, input).await?;
         Ok((StatusCode::ACCEPTED, outcome.to_json()))
     })
@@ -155,14 +172,19 @@ pub async fn batch(
     State(s): State<AppState>,
     Auth(key): Auth,
     headers: HeaderMap,
-    body: Bytes,
+    WholeBody(body): WholeBody,
 ) -> ApiResult<Response> {
     key.require(Scope::EmailsSend)?;
     let request: Value = parse_json(&body)?;
-    let items = match &request {
-        Value::Array(a) => a.clone(),
-        Value::Object(o) => match o.get("emails") {
-            Some(Value::Array(a)) => a.clone(),
+    drop(body);
+    let fingerprint = headers
+        .contains_key(IDEMPOTENCY_KEY)
+        .then(|| idempotency::fingerprint(&request));
+    // The items are taken out of the request, not copied.
+    let items = match request {
+        Value::Array(a) => a,
+        Value::Object(mut o) => match o.remove("emails") {
+            Some(Value::Array(a)) => a,
             _ => {
                 return Err(ApiError::invalid(
                     "emails",
@@ -189,7 +211,7 @@ pub async fn batch(
             format!("at most {MAX_BATCH} emails per batch"),
         ));
     }
-    idempotent(&s, &key, "POST /emails/batch", &headers, &request, || async {
+    idempotent(&s, &key, "POST /emails/batch", &headers, fingerprint, || async {
         let mut results = Vec::with_capacity(items.len());
         let (mut sent, mut failed) = (0, 0);
         // Sends are attempted in order, one at a time; their records are

@@ -2,13 +2,15 @@
 
 use std::collections::HashMap;
 
-use axum::body::Bytes;
+use axum::body::{Bytes, HttpBody};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use bytes::BytesMut;
 use serde::de::DeserializeOwned;
 
+use crate::api::BODY_LIMIT;
 use crate::auth::ApiKey;
 use crate::error::{ApiError, Problems};
 
@@ -30,6 +32,43 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 }
             })?;
         parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// A request body read whole into one buffer sized by its `Content-Length`:
+/// the bytes extractor collects chunks and then copies them together, twice
+/// the memory of a large body. Over the limit it is 413 (before anything is
+/// read when the length says so).
+pub struct WholeBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for WholeBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _: &S) -> Result<Self, Self::Rejection> {
+        let declared = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        if declared.is_some_and(|n| n > BODY_LIMIT) {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        let mut body = req.into_body();
+        let mut buf = BytesMut::with_capacity(declared.unwrap_or(0));
+        while let Some(frame) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let frame = frame.map_err(|e| {
+                ApiError::invalid("body", format!("the request body could not be read: {e}"))
+            })?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len() + data.len() > BODY_LIMIT {
+                    return Err(ApiError::PayloadTooLarge);
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(WholeBody(buf.freeze()))
     }
 }
 

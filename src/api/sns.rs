@@ -3,11 +3,11 @@
 //! allow-list (`PIGEONHOLE_SNS_TOPICS`) decide what is accepted.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use crate::api::extract::WholeBody;
 use crate::app::AppState;
 use crate::config::Environment;
 use crate::core::provider_events::{self, Ingested};
@@ -16,7 +16,7 @@ use crate::provider::sns::{self, SesNotification, SnsKind};
 
 pub async fn receive(
     State(s): State<AppState>,
-    body: Bytes,
+    WholeBody(body): WholeBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let msg = match s.sns.verify(&body).await {
         Ok(m) => m,
@@ -69,7 +69,7 @@ pub async fn receive(
                     recipients,
                     raw_mime,
                 }) => {
-                    crate::core::inbound_hook::received(&s, &raw_mime, &recipients).await?;
+                    crate::core::inbound_hook::received(&s, raw_mime.into(), &recipients).await?;
                 }
                 Ok(SesNotification::Ignored(why)) => {
                     tracing::debug!(why, "SNS notification ignored");

@@ -7,6 +7,7 @@ pub mod inbound;
 pub mod inbound_hook;
 pub mod labels;
 pub mod mailboxes;
+pub mod memory;
 pub mod messages;
 pub mod provider_events;
 pub mod quota;

@@ -3,7 +3,19 @@
 //! threads keyed by recency) and PostgreSQL tsvector (a generated column
 //! with a GIN index).
 
-use crate::store::{Backend, FtsIndex, IndexWrite, RowExt, Sql, Tx};
+use crate::store::{Backend, FtsIndex, IndexWrite, RowExt, SharedText, Sql, Tx};
+
+/// Bytes of a message's text that are indexed (and kept in `search_body`):
+/// the index's cost, the thread documents rebuilt on each arrival and
+/// PostgreSQL's tsvector (at most 1 MiB of words) stay bounded whatever
+/// the size of a body. Words past it are not found by search.
+pub const MAX_INDEXED_TEXT: usize = 512 * 1024;
+
+/// The start of `text` that is indexed: at most [`MAX_INDEXED_TEXT`] bytes,
+/// cut at a character boundary and shared with `text`.
+pub fn indexed_prefix(text: &SharedText) -> SharedText {
+    text.prefix(MAX_INDEXED_TEXT)
+}
 
 /// Words of a user query, stripped of everything FTS syntax could misread.
 fn terms(q: &str) -> Vec<String> {

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine;
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -30,7 +31,7 @@ use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::provider::{OutgoingMessage, ProviderError};
 use crate::sql;
-use crate::store::{Backend, JobFuture, RowExt, Sql, Tx, execute_all};
+use crate::store::{Backend, JobFuture, RowExt, SharedText, Sql, Tx, execute_all};
 
 pub const MAX_ATTACHMENTS: usize = 20;
 pub const MAX_RECIPIENTS: usize = 50;
@@ -182,6 +183,34 @@ fn valid_header_text(s: &str) -> bool {
     !s.contains(['\r', '\n', '\0'])
 }
 
+/// An attachment's base64 (or a `data:` URL's), whitespace allowed, decoded.
+/// The text is cleaned where it lies and dropped once decoded: no second
+/// copy of a large attachment's text.
+fn decode_attachment(content: String) -> Option<Bytes> {
+    let mut text = content.into_bytes();
+    if let Some(rest) = text.strip_prefix(b"data:") {
+        let start = 5 + rest.iter().position(|b| *b == b',').map_or(0, |i| i + 1);
+        text.drain(..start);
+    }
+    if text.is_ascii() {
+        // `char::is_whitespace` in ASCII (`u8::is_ascii_whitespace` leaves
+        // out the vertical tab).
+        text.retain(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r'));
+    } else {
+        // Anything outside ASCII but whitespace fails to decode anyway.
+        let s = String::from_utf8_lossy(&text);
+        text = s
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .into_bytes();
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(&text)
+        .ok()
+        .map(Bytes::from)
+}
+
 /// Checks every field, collecting all problems; the first names `param`.
 pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
     let mut p = Problems::new();
@@ -277,14 +306,9 @@ pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
             );
             continue;
         }
-        let encoded = match a.content.strip_prefix("data:") {
-            Some(rest) => rest.split_once(',').map(|(_, d)| d).unwrap_or(rest),
-            None => a.content.as_str(),
-        };
-        let cleaned: String = encoded.chars().filter(|c| !c.is_whitespace()).collect();
-        let content = match base64::engine::general_purpose::STANDARD.decode(cleaned.as_bytes()) {
-            Ok(bytes) => bytes,
-            Err(_) => {
+        let content = match decode_attachment(a.content) {
+            Some(bytes) => bytes,
+            None => {
                 p.add(
                     format!("{param}.content"),
                     format!("attachment {filename:?} is not valid base64"),
@@ -419,7 +443,7 @@ impl PendingSend {
 pub async fn start(
     state: &AppState,
     key: &ApiKey,
-    input: SendInput,
+    mut input: SendInput,
 ) -> Result<PendingSend, ApiError> {
     let from = input.from.1.clone();
     if !key.reach.covers_address(&from) {
@@ -481,13 +505,9 @@ pub async fn start(
     let open_token = (state.config.open_tracking && input.html.is_some())
         .then(|| ids::time_ordered_token(OPEN_TOKEN_LEN));
     let id = ids::new_id("msg");
-    let text = input.text.clone().unwrap_or_default();
-    let html = input.html.clone().unwrap_or_default();
-    let search_body = if text.is_empty() {
-        compose::html_to_text(&html)
-    } else {
-        text.clone()
-    };
+    // The bodies, taken (not copied) from the input: the message is built
+    // from them and the record binds them.
+    let bodies = Bodies::new(input.text.take(), input.html.take());
 
     // The thread named by thread_id must belong to the sender's mailbox;
     // checked before anything is sent.
@@ -508,13 +528,14 @@ pub async fn start(
         }
     }
 
-    // 1. Hand the message to the provider, outside any transaction.
-    let html_out = match (&input.html, &open_token) {
+    // 1. Hand the message to the provider, outside any transaction. What
+    // is built for it (the tracked HTML, the MIME) goes when it answers.
+    let tracked_html = match (&bodies.html, &open_token) {
         (Some(h), Some(t)) => Some(compose::with_tracking_pixel(
             h,
             &format!("{}/t/o/{t}", state.config.public_url),
         )),
-        (h, _) => h.clone(),
+        _ => None,
     };
     let composition = Composition {
         from: input.from.clone(),
@@ -522,8 +543,8 @@ pub async fn start(
         cc: input.cc.clone(),
         reply_to: input.reply_to.clone(),
         subject: input.subject.clone(),
-        text: input.text.clone(),
-        html: html_out,
+        text: bodies.text.as_deref(),
+        html: tracked_html.as_deref().or(bodies.html.as_deref()),
         message_id: message_id.trim_matches(['<', '>']).to_string(),
         in_reply_to: input
             .in_reply_to
@@ -535,10 +556,13 @@ pub async fn start(
             .map(|s| s.trim_matches(['<', '>']).to_string())
             .collect(),
         headers: input.headers.clone(),
-        attachments: input.attachments.clone(),
+        attachments: &input.attachments,
         date: now / 1_000_000,
     };
-    let outcome = match compose::compose(&composition) {
+    let composed = compose::compose(&composition);
+    drop(composition);
+    drop(tracked_html);
+    let outcome = match composed {
         Ok(raw) => {
             state
                 .provider
@@ -609,8 +633,9 @@ pub async fn start(
         bcc: names(&input.bcc),
         reply_to: input.reply_to.clone(),
         subject: input.subject.clone(),
-        text: text.clone(),
-        html: html.clone(),
+        // Bound from `bodies` by `record`: a copy here would cost their size.
+        text: String::new(),
+        html: String::new(),
         headers: Value::Object(
             input
                 .headers
@@ -646,7 +671,7 @@ pub async fn start(
                     message,
                     new_mailbox.as_ref(),
                     open_token,
-                    &search_body,
+                    &bodies,
                     done_at,
                     event,
                 )
@@ -662,6 +687,32 @@ pub async fn start(
     })
 }
 
+/// A send's bodies, shared by the message built from them and its record.
+struct Bodies {
+    text: Option<SharedText>,
+    html: Option<SharedText>,
+    /// What search indexes: the start of the text, else of the HTML's text.
+    search: SharedText,
+}
+
+impl Bodies {
+    fn new(text: Option<String>, html: Option<String>) -> Bodies {
+        let text = text.map(SharedText::from);
+        let html = html.map(SharedText::from);
+        let search = match (&text, &html) {
+            (Some(t), _) if !t.is_empty() => search::indexed_prefix(t),
+            (_, Some(h)) => {
+                // Tags and entities shrink: a few times the indexed size of
+                // HTML is enough to fill it.
+                let start = h.prefix(4 * search::MAX_INDEXED_TEXT);
+                search::indexed_prefix(&SharedText::from(compose::html_to_text(&start)))
+            }
+            _ => SharedText::default(),
+        };
+        Bodies { text, html, search }
+    }
+}
+
 /// Writes a send attempt and everything it touches within `tx`.
 #[allow(clippy::too_many_arguments)]
 async fn record(
@@ -671,7 +722,7 @@ async fn record(
     mut m: Message,
     new_mailbox: Option<&Mailbox>,
     open_token: Option<String>,
-    search_body: &str,
+    bodies: &Bodies,
     done_at: i64,
     event: &str,
 ) -> Result<Message, ApiError> {
@@ -705,7 +756,7 @@ async fn record(
             mailbox: &m.mailbox,
             domain: &m.domain,
             subject: &m.subject,
-            snippet_source: search_body,
+            snippet_source: &bodies.search,
             folder: "sent",
             participants,
             unread: false,
@@ -738,9 +789,9 @@ async fn record(
         serde_json::to_string(&m.bcc).unwrap_or_default(),
         m.reply_to.clone(),
         &m.subject,
-        &m.text,
-        &m.html,
-        search_body,
+        bodies.text.clone().unwrap_or_default(),
+        bodies.html.clone().unwrap_or_default(),
+        &bodies.search,
         m.headers.to_string(),
         m.in_reply_to.clone(),
         m.references.clone(),
@@ -801,7 +852,7 @@ async fn record(
     }
     writes.push(events::emit_statement(event, Some(&m.mailbox_id), data).1);
     execute_all(tx, backend, &writes).await?;
-    search::index_message(tx, backend, &m.id, &m.subject, search_body).await?;
+    search::index_message(tx, backend, &m.id, &m.subject, &bodies.search).await?;
     search::reindex_thread(tx, backend, &m.thread_id).await?;
     Ok(m)
 }

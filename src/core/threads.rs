@@ -59,9 +59,26 @@ pub struct ThreadContribution<'a> {
     pub at: i64,
 }
 
+/// The first 140 characters of `text`, its whitespace collapsed. Read word
+/// by word up to there: a long body is not copied to make it.
 pub fn snippet(text: &str) -> String {
-    let collapsed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    collapsed.chars().take(140).collect()
+    const LEN: usize = 140;
+    let mut out = String::new();
+    let mut chars = 0;
+    for word in text.split_whitespace() {
+        if chars >= LEN {
+            break;
+        }
+        if chars > 0 {
+            out.push(' ');
+            chars += 1;
+        }
+        for c in word.chars().take(LEN - chars) {
+            out.push(c);
+            chars += 1;
+        }
+    }
+    out
 }
 
 fn lock_suffix(backend: Backend) -> &'static str {
@@ -231,5 +248,31 @@ mod tests {
         assert_eq!(normalize_subject("Regarding: x"), "Regarding: x");
         assert_eq!(normalize_subject("Re:"), "");
         assert_eq!(subject_key("Re: HELLO"), "hello");
+    }
+
+    #[test]
+    fn snippets_collapse_whitespace_and_stop_at_140_characters() {
+        // What it always was: the collapsed text, cut.
+        let reference = |t: &str| -> String {
+            let collapsed = t.split_whitespace().collect::<Vec<_>>().join(" ");
+            collapsed.chars().take(140).collect()
+        };
+        let long_word = "é".repeat(150);
+        let at_the_edge = format!("{} tail", "x".repeat(139));
+        for text in [
+            "",
+            "  \n ",
+            " Hello,\n\n  world \t again ",
+            long_word.as_str(),
+            at_the_edge.as_str(),
+            &"word ".repeat(100_000),
+        ] {
+            assert_eq!(
+                snippet(text),
+                reference(text),
+                "{:?}",
+                &text[..text.len().min(40)]
+            );
+        }
     }
 }

@@ -19,6 +19,9 @@ mod server;
 
 pub use server::run;
 
+use crate::config::DEFAULT_MESSAGE_MEMORY_BUDGET;
+use crate::core::memory::MemoryBudget;
+
 /// The SIZE advertised and enforced: 30 MiB, like the HTTP body limit.
 pub const MAX_MESSAGE_SIZE: usize = 31_457_280;
 
@@ -39,9 +42,11 @@ pub struct SmtpConfig {
     pub max_connections: usize,
     /// Hard (5xx) errors after which the session is closed.
     pub max_errors: usize,
-    /// Message data all sessions together may hold in memory while
-    /// receiving; a message that finds none left gets 452 4.3.1 (try later).
-    pub max_buffered_bytes: usize,
+    /// Memory for messages being received and stored, shared with large
+    /// HTTP requests: a message reserves what processing it costs (see
+    /// `core::memory`), at MAIL when it declares its SIZE, else as it
+    /// arrives; one that finds too little left gets 452 4.3.1 (try later).
+    pub memory: MemoryBudget,
     /// Offered as STARTTLS when set.
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -56,7 +61,7 @@ impl Default for SmtpConfig {
             idle_timeout: Duration::from_secs(60),
             max_connections: 256,
             max_errors: 20,
-            max_buffered_bytes: 512 * 1024 * 1024,
+            memory: MemoryBudget::new(DEFAULT_MESSAGE_MEMORY_BUDGET),
             tls: None,
         }
     }
@@ -72,7 +77,7 @@ impl std::fmt::Debug for SmtpConfig {
             .field("idle_timeout", &self.idle_timeout)
             .field("max_connections", &self.max_connections)
             .field("max_errors", &self.max_errors)
-            .field("max_buffered_bytes", &self.max_buffered_bytes)
+            .field("memory", &self.memory)
             .field("starttls", &self.tls.is_some())
             .finish()
     }
@@ -82,7 +87,10 @@ impl SmtpConfig {
     /// The production settings for `config`, loading the STARTTLS certificate
     /// when one is configured. The error is one line naming the variable.
     pub fn from_config(config: &crate::config::Config) -> Result<SmtpConfig, String> {
-        let mut c = SmtpConfig::default();
+        let mut c = SmtpConfig {
+            memory: MemoryBudget::new(config.message_memory_budget),
+            ..SmtpConfig::default()
+        };
         if let (Some(cert), Some(key)) = (&config.smtp_tls_cert, &config.smtp_tls_key) {
             c.tls = Some(load_tls(cert, key)?);
         }

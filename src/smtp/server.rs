@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc2822;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::timeout;
 use tokio_rustls::TlsAcceptor;
@@ -18,6 +18,7 @@ use tokio_rustls::TlsAcceptor;
 use super::SmtpConfig;
 use super::protocol::{Action, DataReader, DataStep, Envelope, Reply, Session, parse_command};
 use crate::core::inbound;
+use crate::core::memory::{self, MemoryBudget, Reservation};
 use crate::store::Db;
 
 /// How long sessions get to finish after shutdown is asked for.
@@ -27,8 +28,6 @@ const MAX_BUSY_REPLIES: usize = 64;
 /// Replies are written at the latest when this many bytes are waiting.
 const MAX_PENDING_OUTPUT: usize = 64 * 1024;
 const READ_BUFFER: usize = 16 * 1024;
-/// Unit in which message memory is reserved from the shared budget.
-const MEMORY_CHUNK: usize = 64 * 1024;
 /// Lingering close: at most this long and this much input read after the last reply.
 const LINGER: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 1024 * 1024;
@@ -38,8 +37,8 @@ struct Ctx {
     config: Arc<SmtpConfig>,
     tls: Option<TlsAcceptor>,
     stop: watch::Receiver<bool>,
-    /// Shared budget of message memory, in [`MEMORY_CHUNK`]s.
-    memory: Arc<Semaphore>,
+    /// Shared with every session and with large HTTP requests.
+    memory: MemoryBudget,
 }
 
 /// Serves SMTP on `listener` until `shutdown` resolves; then stops accepting,
@@ -56,9 +55,7 @@ pub async fn run(
     let tls = config.tls.clone().map(TlsAcceptor::from);
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let busy_slots = Arc::new(Semaphore::new(MAX_BUSY_REPLIES));
-    let memory = Arc::new(Semaphore::new(
-        (config.max_buffered_bytes / MEMORY_CHUNK).clamp(1, Semaphore::MAX_PERMITS),
-    ));
+    let memory = config.memory.clone();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions: JoinSet<()> = JoinSet::new();
     tokio::pin!(shutdown);
@@ -305,6 +302,8 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
         out.extend_from_slice(g.to_wire().as_bytes());
     }
     let mut line: Vec<u8> = Vec::new();
+    // Memory reserved for the message of the current transaction.
+    let mut reserved: Option<Reservation> = None;
     loop {
         // PIPELINING: answer once the client has nothing more queued.
         if rd.buffer().is_empty() || out.len() > MAX_PENDING_OUTPUT {
@@ -353,6 +352,10 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                 };
                 session.recipient_checked(&address, outcome)
             }
+            Action::Admit(size) => {
+                reserved = ctx.memory.try_reserve(memory::cost(size));
+                session.admitted(reserved.is_some())
+            }
             Action::Quit(r) => {
                 close_with(&mut rd, &mut out, r, idle).await?;
                 return Ok(Outcome::Closed);
@@ -367,17 +370,22 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
             Action::StartData(r) => {
                 out.extend_from_slice(r.to_wire().as_bytes());
                 write_out(rd.get_mut(), &mut out, idle).await?;
-                match read_data(&mut rd, &mut line, &config, &ctx.memory).await? {
-                    DataEnd::Message(raw, reserved) => {
-                        let envelope = session.take_envelope();
-                        let reply = deliver(&ctx.db, &config, session, peer, envelope, raw).await;
-                        drop(reserved);
+                let expected = session.declared_size().unwrap_or(0);
+                let envelope = session.take_envelope();
+                let session_id = crate::ids::random_token(12);
+                // The trace headers go in front of the message as it is read:
+                // no copy of the whole message to prepend them afterwards.
+                let trace = trace_headers(&config, session, peer, &envelope, &session_id);
+                let reservation = reserved.take().unwrap_or_else(|| ctx.memory.empty());
+                let reading =
+                    DataReader::with_prefix(config.max_message_size, trace.into_bytes(), expected);
+                match read_data(&mut rd, &mut line, &config, reading, reservation).await? {
+                    DataEnd::Message(raw, reservation) => {
+                        let reply = deliver(&ctx.db, peer, envelope, raw).await;
+                        drop(reservation);
                         reply
                     }
-                    DataEnd::Refused(reply) => {
-                        session.take_envelope();
-                        reply
-                    }
+                    DataEnd::Refused(reply) => reply,
                     DataEnd::Close(reply) => {
                         close_with(&mut rd, &mut out, reply, idle).await?;
                         return Ok(Outcome::Closed);
@@ -386,6 +394,9 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
         };
+        if !session.in_transaction() {
+            reserved = None;
+        }
         if reply.is_permanent_error() {
             *errors += 1;
         }
@@ -400,7 +411,7 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
 
 enum DataEnd {
     /// The message, and its share of the memory budget (held until stored).
-    Message(Vec<u8>, Option<OwnedSemaphorePermit>),
+    Message(Vec<u8>, Reservation),
     /// Read to the end, but refused (too big, a line too long).
     Refused(Reply),
     /// Give up on the connection with this reply.
@@ -408,16 +419,16 @@ enum DataEnd {
     Eof,
 }
 
+/// Reads the message into `data`, growing `reserved` to cover what
+/// processing it will cost.
 async fn read_data<R: AsyncBufReadExt + Unpin>(
     rd: &mut R,
     line: &mut Vec<u8>,
     config: &SmtpConfig,
-    memory: &Arc<Semaphore>,
+    mut data: DataReader,
+    mut reserved: Reservation,
 ) -> io::Result<DataEnd> {
     let idle = config.idle_timeout;
-    let mut data = DataReader::new(config.max_message_size);
-    let mut reserved: Option<OwnedSemaphorePermit> = None;
-    let mut reserved_bytes = 0usize;
     // Past the limit the rest is read and dropped, up to this much.
     let hard_cap = config.max_message_size.saturating_mul(2);
     let timed_out = || {
@@ -442,23 +453,13 @@ async fn read_data<R: AsyncBufReadExt + Unpin>(
                 if data.push_line(line) == DataStep::End {
                     break;
                 }
-                // Reserve memory as the message grows; none left means 452
-                // (never waiting for it, so sessions cannot deadlock).
-                while data.buffered() > reserved_bytes {
-                    match memory.clone().try_acquire_owned() {
-                        Ok(p) => {
-                            match reserved.as_mut() {
-                                Some(r) => r.merge(p),
-                                None => reserved = Some(p),
-                            }
-                            reserved_bytes += MEMORY_CHUNK;
-                        }
-                        Err(_) => {
-                            data.out_of_memory();
-                            reserved = None;
-                            reserved_bytes = usize::MAX;
-                        }
-                    }
+                // Reserve memory as the message grows past what was
+                // reserved; none left means 452 (never waiting for it, so
+                // sessions cannot deadlock). The rest is read and dropped.
+                let cost = memory::cost(data.buffered());
+                if cost > reserved.bytes() && !reserved.try_grow_to(cost) {
+                    data.out_of_memory();
+                    reserved.release();
                 }
             }
             LineRead::TooLong => {
@@ -531,20 +532,10 @@ fn trace_headers(
     h
 }
 
-/// Stores the message; the reply says whether it was.
-async fn deliver(
-    db: &Db,
-    config: &SmtpConfig,
-    session: &Session,
-    peer: SocketAddr,
-    envelope: Envelope,
-    raw: Vec<u8>,
-) -> Reply {
-    let session_id = crate::ids::random_token(12);
-    let mut full = trace_headers(config, session, peer, &envelope, &session_id).into_bytes();
-    full.extend_from_slice(&raw);
-    drop(raw);
-    match inbound::ingest(db, &full, &envelope.recipients).await {
+/// Stores the message (its trace headers included); the reply says whether
+/// it was.
+async fn deliver(db: &Db, peer: SocketAddr, envelope: Envelope, raw: Vec<u8>) -> Reply {
+    match inbound::ingest(db, raw.into(), &envelope.recipients).await {
         Ok(stored) if stored.is_empty() => Reply::new(
             550,
             "5.1.1 Error: no recipient of this message exists any more",
@@ -622,7 +613,7 @@ mod tests {
         );
         assert!(h.starts_with("Return-Path: <a@x.test>\r\nReceived: from evilhostfake (127.0.0.1)\r\n\tby mx.test (Pigeonhole) with ESMTP id id1\r\n\tfor <b@y.test>;\r\n\t"), "{h}");
         assert!(h.ends_with("\r\n"));
-        let p = crate::core::inbound::parse(format!("{h}Subject: x\r\n\r\nbody\r\n").as_bytes());
+        let p = crate::core::inbound::parse(&format!("{h}Subject: x\r\n\r\nbody\r\n").into());
         assert_eq!(p.subject, "x");
     }
 }

@@ -14,6 +14,7 @@ mod errors;
 mod idempotency;
 mod inbound;
 mod mailboxes;
+mod message_memory;
 mod openapi;
 mod ops;
 mod received;
