@@ -708,7 +708,8 @@ async fn http_phase(count: usize, size: usize, idempotency: bool) -> anyhow::Res
     let db = Db::connect(&url).await?;
     let row = sql!(
         "SELECT COUNT(*) AS n, COALESCE(SUM(a.size), 0) AS bytes FROM messages m \
-         JOIN attachments a ON a.message_id = m.id WHERE m.subject = 'Large send' AND m.status = 'sent'"
+         JOIN attachments a ON a.message_id = m.id WHERE m.subject = 'Large send' \
+         AND m.status IN ('sent', 'delivered')"
     )
     .fetch_one(db.reader())
     .await?;

@@ -195,6 +195,14 @@ pub async fn ingest(
         return Ok(Vec::new());
     }
     let parsed = Arc::new(parse(&raw));
+    // What the rows bind, per copy stored.
+    let bound = (raw.len()
+        + parsed
+            .attachments
+            .iter()
+            .map(|a| a.content.len())
+            .sum::<usize>())
+    .saturating_mul(targets.len());
     let targets = Arc::new(targets);
     let backend = db.backend();
     let mut attempt = 0;
@@ -202,7 +210,7 @@ pub async fn ingest(
         attempt += 1;
         let (parsed, raw, targets) = (parsed.clone(), raw.clone(), targets.clone());
         let stored = db
-            .write(move |tx| {
+            .write_sized(bound, move |tx| {
                 Box::pin(async move { store(tx, backend, &parsed, &raw, &targets).await })
             })
             .await;

@@ -660,9 +660,16 @@ pub async fn start(
     let backend = state.db.backend();
     let new_mailbox = new_mailbox.then_some(mailbox);
     let recipient_count = recipients.len();
+    let bound = input
+        .attachments
+        .iter()
+        .map(|a| a.content.len())
+        .sum::<usize>()
+        + bodies.text.as_ref().map_or(0, |t| t.len())
+        + bodies.html.as_ref().map_or(0, |h| h.len());
     let written = state
         .db
-        .write_queued(move |tx| {
+        .write_queued_sized(bound, move |tx| {
             Box::pin(async move {
                 record(
                     tx,

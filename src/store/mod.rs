@@ -891,22 +891,41 @@ impl Db {
         E: From<sqlx::Error> + Send + 'static,
         F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
     {
-        self.write_queued(work).await.await
+        self.write_queued_sized(0, work).await.await
+    }
+
+    /// As [`Db::write`], for a write that binds about `bytes` (a received
+    /// message, a send's attachments): on SQLite a large one waits for the
+    /// large write before it to commit, then commits alone, so that small
+    /// writes never queue behind several (see `group`).
+    pub async fn write_sized<T, E, F>(&self, bytes: usize, work: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<sqlx::Error> + Send + 'static,
+        F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
+    {
+        self.write_queued_sized(bytes, work).await.await
     }
 
     /// As [`Db::write`], but returns as soon as the write is queued (SQLite)
     /// or started on a task of its own (PostgreSQL), with the wait for its
     /// result: a caller can start several writes and wait for them together.
     /// On SQLite they commit in the order queued; on PostgreSQL they run side
-    /// by side.
-    pub async fn write_queued<T, E, F>(&self, work: F) -> JobFuture<'static, Result<T, E>>
+    /// by side. `bytes` is about what the write binds (see
+    /// [`Db::write_sized`]).
+    pub async fn write_queued_sized<T, E, F>(
+        &self,
+        bytes: usize,
+        work: F,
+    ) -> JobFuture<'static, Result<T, E>>
     where
         T: Send + 'static,
         E: From<sqlx::Error> + Send + 'static,
         F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
     {
         if let Some(group) = &self.group {
-            return group.enqueue(work);
+            let large = group.admit(bytes).await;
+            return group.enqueue(large, work);
         }
         // Its own task, as on SQLite: the write finishes even if the caller
         // goes away, and a batch need not wait for one record before
