@@ -518,7 +518,7 @@ async fn smtp_phase(count: usize, size: usize, text: bool, retry: Duration) -> a
 
     let db = Db::connect(&url).await?;
     let row = sql!(
-        "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(raw)), 0) AS bytes FROM messages \
+        "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(raw)), 0) AS BIGINT) AS bytes FROM messages \
          WHERE direction = 'inbound' AND subject LIKE 'Large message %'"
     )
     .fetch_one(db.reader())
@@ -707,7 +707,7 @@ async fn http_phase(count: usize, size: usize, idempotency: bool) -> anyhow::Res
 
     let db = Db::connect(&url).await?;
     let row = sql!(
-        "SELECT COUNT(*) AS n, COALESCE(SUM(a.size), 0) AS bytes FROM messages m \
+        "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(a.size), 0) AS BIGINT) AS bytes FROM messages m \
          JOIN attachments a ON a.message_id = m.id WHERE m.subject = 'Large send' \
          AND m.status IN ('sent', 'delivered')"
     )

@@ -37,7 +37,7 @@ fn body_size(headers: &HeaderMap) -> usize {
 }
 
 pub async fn admit(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let cost = memory::cost(body_size(req.headers()));
+    let cost = memory::cost(body_size(req.headers()), state.db.backend());
     if cost == 0 {
         return next.run(req).await;
     }

@@ -19,7 +19,7 @@ use super::SmtpConfig;
 use super::protocol::{Action, DataReader, DataStep, Envelope, Reply, Session, parse_command};
 use crate::core::inbound;
 use crate::core::memory::{self, MemoryBudget, Reservation};
-use crate::store::Db;
+use crate::store::{Backend, Db};
 
 /// How long sessions get to finish after shutdown is asked for.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -353,7 +353,7 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                 session.recipient_checked(&address, outcome)
             }
             Action::Admit(size) => {
-                reserved = ctx.memory.try_reserve(memory::cost(size));
+                reserved = ctx.memory.try_reserve(memory::cost(size, ctx.db.backend()));
                 session.admitted(reserved.is_some())
             }
             Action::Quit(r) => {
@@ -379,7 +379,8 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                 let reservation = reserved.take().unwrap_or_else(|| ctx.memory.empty());
                 let reading =
                     DataReader::with_prefix(config.max_message_size, trace.into_bytes(), expected);
-                match read_data(&mut rd, &mut line, &config, reading, reservation).await? {
+                let backend = ctx.db.backend();
+                match read_data(&mut rd, &mut line, &config, reading, reservation, backend).await? {
                     DataEnd::Message(raw, reservation) => {
                         let reply = deliver(&ctx.db, peer, envelope, raw).await;
                         drop(reservation);
@@ -420,13 +421,14 @@ enum DataEnd {
 }
 
 /// Reads the message into `data`, growing `reserved` to cover what
-/// processing it will cost.
+/// processing it will cost, stored on `backend`.
 async fn read_data<R: AsyncBufReadExt + Unpin>(
     rd: &mut R,
     line: &mut Vec<u8>,
     config: &SmtpConfig,
     mut data: DataReader,
     mut reserved: Reservation,
+    backend: Backend,
 ) -> io::Result<DataEnd> {
     let idle = config.idle_timeout;
     // Past the limit the rest is read and dropped, up to this much.
@@ -456,7 +458,7 @@ async fn read_data<R: AsyncBufReadExt + Unpin>(
                 // Reserve memory as the message grows past what was
                 // reserved; none left means 452 (never waiting for it, so
                 // sessions cannot deadlock). The rest is read and dropped.
-                let cost = memory::cost(data.buffered());
+                let cost = memory::cost(data.buffered(), backend);
                 if cost > reserved.bytes() && !reserved.try_grow_to(cost) {
                     data.out_of_memory();
                     reserved.release();
