@@ -303,3 +303,33 @@ async fn large_sends_wait_for_memory_then_get_503() {
     assert!(download(&app, &path).await == data, "the file as sent");
     budget_whole_again(&app).await;
 }
+
+/// A thread's search document is built a page of messages at a time: in a
+/// thread longer than a page, words of its first message are still found.
+#[tokio::test]
+async fn a_long_thread_is_searched_through_every_message() {
+    let (app, _smtp) = setup().await;
+    for i in 0..40 {
+        let words = if i == 0 { "zanzibar" } else { "again" };
+        let threading = if i == 0 {
+            String::new()
+        } else {
+            "In-Reply-To: <long-0@external.test>\r\n".to_string()
+        };
+        let raw = format!(
+            "From: ann@external.test\r\nTo: inbox@ours.test\r\nSubject: Long\r\n\
+             Message-ID: <long-{i}@external.test>\r\n{threading}\r\n{words} {i}\r\n"
+        );
+        let stored = pigeonhole::core::inbound::ingest(
+            &app.db,
+            raw.into(),
+            &["inbox@ours.test".to_string()],
+        )
+        .await
+        .unwrap();
+        assert_eq!(stored.len(), 1);
+    }
+    let threads = app.list_all("/api/v1/threads?q=zanzibar").await;
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_eq!(threads[0]["message_count"], 40);
+}
