@@ -12,6 +12,7 @@ use crate::api::extract::{Auth, Params, WholeBody, parse_json};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
 use crate::core::idempotency::{self, Begin};
+use crate::core::memory;
 use crate::core::messages::{self, COLUMNS, Message};
 use crate::core::search;
 use crate::core::sending::{self, SendBody};
@@ -34,9 +35,10 @@ const STATUSES: &[&str] = &[
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// The fingerprint of the request body when the request has an
-/// `Idempotency-Key` (see [`idempotent`]), else None without looking at it.
-fn fingerprint_if_keyed(headers: &HeaderMap, body: &[u8]) -> Result<Option<String>, ApiError> {
-    if !headers.contains_key(IDEMPOTENCY_KEY) {
+/// `Idempotency-Key` (`keyed`; see [`idempotent`]), else None without
+/// looking at it.
+fn fingerprint_if_keyed(keyed: bool, body: &[u8]) -> Result<Option<String>, ApiError> {
+    if !keyed {
         return Ok(None);
     }
     let request: Value = parse_json(body)?;
@@ -156,12 +158,22 @@ pub async fn send(
     key.require(Scope::EmailsSend)?;
     // A body may be 30 MB of attachments: it is parsed into the send's own
     // fields and then dropped, with no JSON tree of it kept beside them (one
-    // is built for an Idempotency-Key's fingerprint only, and dropped first).
-    let fingerprint = fingerprint_if_keyed(&headers, &body)?;
-    let request: SendBody = parse_json(&body)?;
-    drop(body);
+    // is built for an Idempotency-Key's fingerprint only, and dropped first);
+    // a large one on a blocking thread.
+    let keyed = headers.contains_key(IDEMPOTENCY_KEY);
+    let (fingerprint, request) = memory::aside(body.len(), move || {
+        let fingerprint = fingerprint_if_keyed(keyed, &body)?;
+        let request: SendBody = parse_json(&body)?;
+        Ok::<_, ApiError>((fingerprint, request))
+    })
+    .await
+    .unwrap_or_else(|| {
+        Err(ApiError::Internal(anyhow::anyhow!(
+            "the request body could not be parsed"
+        )))
+    })?;
     idempotent(&s, &key, "POST /emails", &headers, fingerprint, || async {
-        let input = sending::validate(request)?;
+        let input = sending::validate_aside(request).await?;
         let outcome = sending::send(&s, &key, input).await?;
         Ok((StatusCode::ACCEPTED, outcome.to_json()))
     })
@@ -218,7 +230,11 @@ pub async fn batch(
         // committed behind them and waited for together.
         let mut started = Vec::with_capacity(items.len());
         for item in items {
-            started.push(match parse_send(item).and_then(sending::validate) {
+            let input = match parse_send(item) {
+                Ok(body) => sending::validate_aside(body).await,
+                Err(e) => Err(e),
+            };
+            started.push(match input {
                 Ok(input) => sending::start(&s, &key, input).await,
                 Err(e) => Err(e),
             });

@@ -272,7 +272,7 @@ pub async fn reply(
         references: None,
         attachments: b.attachments.take(),
     };
-    let checked = sending::validate(probe)?;
+    let checked = sending::validate_aside(probe).await?;
     let outcome = thread_actions::reply(
         &s,
         &key,

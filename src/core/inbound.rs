@@ -21,6 +21,7 @@ use crate::clock;
 use crate::core::domains;
 use crate::core::events;
 use crate::core::mailboxes;
+use crate::core::memory;
 use crate::core::messages::Message;
 use crate::core::search;
 use crate::core::threads::{self, ThreadContribution};
@@ -194,7 +195,12 @@ pub async fn ingest(
     if targets.is_empty() {
         return Ok(Vec::new());
     }
-    let parsed = Arc::new(parse(&raw));
+    let shared = raw.clone();
+    let parsed = memory::aside(raw.len(), move || parse(&shared))
+        .await
+        // `parse` catches its own panics: the runtime is shutting down.
+        .unwrap_or_else(|| parse(&raw));
+    let parsed = Arc::new(parsed);
     // What the rows bind, per copy stored.
     let bound = (raw.len()
         + parsed

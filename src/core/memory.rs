@@ -46,6 +46,25 @@ pub fn cost(size: usize, backend: Backend) -> usize {
         .saturating_mul(cost_factor(backend))
 }
 
+/// Messages from this size are parsed, decoded and encoded on a blocking
+/// thread (see [`aside`]).
+pub const ASIDE_FROM: usize = 256 * 1024;
+
+/// Runs `work` on a message of `size` bytes: at once for a small one, on a
+/// blocking thread for a large one, whose megabytes of base64 would keep a
+/// worker of the runtime from every other session and request for tens of
+/// milliseconds. None if that thread could not finish it (`work` panicked,
+/// or the runtime is shutting down).
+pub async fn aside<T: Send + 'static>(
+    size: usize,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    if size < ASIDE_FROM {
+        return Some(work());
+    }
+    tokio::task::spawn_blocking(work).await.ok()
+}
+
 fn units(bytes: usize) -> usize {
     bytes.div_ceil(UNIT)
 }

@@ -20,6 +20,7 @@ use crate::clock;
 use crate::core::domains;
 use crate::core::events;
 use crate::core::mailboxes::{self, Mailbox};
+use crate::core::memory;
 use crate::core::messages::Message;
 use crate::core::quota::QuotaGuard;
 use crate::core::search;
@@ -364,6 +365,24 @@ pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
     })
 }
 
+/// [`validate`], on a blocking thread when the attachments are large:
+/// decoding megabytes of base64 would hold a worker of the runtime.
+pub async fn validate_aside(body: SendBody) -> Result<SendInput, ApiError> {
+    let size = body
+        .attachments
+        .iter()
+        .flatten()
+        .map(|a| a.content.len())
+        .sum();
+    memory::aside(size, move || validate(body))
+        .await
+        .unwrap_or_else(|| {
+            Err(ApiError::Internal(anyhow::anyhow!(
+                "the attachments could not be decoded"
+            )))
+        })
+}
+
 /// What a successful send answers (spec "Send result").
 #[derive(Debug, Clone)]
 pub struct SendOutcome {
@@ -528,23 +547,33 @@ pub async fn start(
         }
     }
 
+    // What the MIME encodes and the record binds.
+    let bound = input
+        .attachments
+        .iter()
+        .map(|a| a.content.len())
+        .sum::<usize>()
+        + bodies.text.as_ref().map_or(0, |t| t.len())
+        + bodies.html.as_ref().map_or(0, |h| h.len());
     // 1. Hand the message to the provider, outside any transaction. What
     // is built for it (the tracked HTML, the MIME) goes when it answers.
-    let tracked_html = match (&bodies.html, &open_token) {
-        (Some(h), Some(t)) => Some(compose::with_tracking_pixel(
+    let html = match (&bodies.html, &open_token) {
+        (Some(h), Some(t)) => Some(SharedText::from(compose::with_tracking_pixel(
             h,
             &format!("{}/t/o/{t}", state.config.public_url),
-        )),
-        _ => None,
+        ))),
+        (h, _) => h.clone(),
     };
-    let composition = Composition {
+    // Shared, not copied, with the composer (on its own thread when large).
+    let parts = (bodies.text.clone(), html, input.attachments.clone());
+    let head = Composition {
         from: input.from.clone(),
         to: input.to.clone(),
         cc: input.cc.clone(),
         reply_to: input.reply_to.clone(),
         subject: input.subject.clone(),
-        text: bodies.text.as_deref(),
-        html: tracked_html.as_deref().or(bodies.html.as_deref()),
+        text: None,
+        html: None,
         message_id: message_id.trim_matches(['<', '>']).to_string(),
         in_reply_to: input
             .in_reply_to
@@ -556,12 +585,20 @@ pub async fn start(
             .map(|s| s.trim_matches(['<', '>']).to_string())
             .collect(),
         headers: input.headers.clone(),
-        attachments: &input.attachments,
+        attachments: &[],
         date: now / 1_000_000,
     };
-    let composed = compose::compose(&composition);
-    drop(composition);
-    drop(tracked_html);
+    let composed = memory::aside(bound, move || {
+        let (text, html, attachments) = &parts;
+        compose::compose(&Composition {
+            text: text.as_deref(),
+            html: html.as_deref(),
+            attachments,
+            ..head
+        })
+    })
+    .await
+    .unwrap_or_else(|| Err(std::io::Error::other("the composer stopped")));
     let outcome = match composed {
         Ok(raw) => {
             state
@@ -660,13 +697,6 @@ pub async fn start(
     let backend = state.db.backend();
     let new_mailbox = new_mailbox.then_some(mailbox);
     let recipient_count = recipients.len();
-    let bound = input
-        .attachments
-        .iter()
-        .map(|a| a.content.len())
-        .sum::<usize>()
-        + bodies.text.as_ref().map_or(0, |t| t.len())
-        + bodies.html.as_ref().map_or(0, |h| h.len());
     let written = state
         .db
         .write_queued_sized(bound, move |tx| {
