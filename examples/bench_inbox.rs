@@ -1175,7 +1175,7 @@ fn message_chunks(
                     raw.push_str(&m.text.replace('\n', "\r\n"));
                     (
                         Json::Object(hdr).to_string(),
-                        Value::Bytes(Some(raw.into_bytes())),
+                        Value::Bytes(Some(raw.into_bytes().into())),
                         "received",
                         None,
                         None,
@@ -1292,7 +1292,7 @@ fn message_chunks(
                     i(content.len() as i64),
                     ot(None),
                     i(0),
-                    Value::Bytes(Some(content)),
+                    Value::Bytes(Some(content.into())),
                 ]);
             }
         }

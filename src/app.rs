@@ -13,6 +13,7 @@ use crate::api::metrics::Metrics;
 use crate::api::pagination::CursorSigner;
 use crate::api::rate_limit::RateLimiter;
 use crate::config::{Config, ProviderKind};
+use crate::core::memory::MemoryBudget;
 use crate::core::quota::QuotaGuard;
 use crate::dns::Dns;
 use crate::provider::ses::SesProvider;
@@ -32,6 +33,9 @@ pub struct AppState {
     pub rate_limiter: Arc<RateLimiter>,
     pub metrics: Arc<Metrics>,
     pub quota: Arc<QuotaGuard>,
+    /// Memory for large messages, shared with the SMTP listener (see
+    /// `core::memory`).
+    pub memory: MemoryBudget,
     /// Verifies SNS deliveries at `/sns/ses` (SES events and inbound mail).
     pub sns: Arc<SnsVerifier>,
     /// Provider events waiting for ingestion (retried while their message is unknown).
@@ -74,6 +78,7 @@ impl AppState {
         let webhooks = crate::webhooks::Webhooks::start(db.clone(), &config, dns.clone());
         Ok(AppState {
             db,
+            memory: MemoryBudget::new(config.message_memory_budget),
             config: Arc::new(config),
             provider,
             dns,

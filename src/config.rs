@@ -47,7 +47,15 @@ pub struct Config {
     /// SNS topic ARNs whose notifications are accepted at `/sns/ses`.
     pub sns_topics: Vec<String>,
     pub http: HttpSettings,
+    /// Memory that large messages (SMTP and HTTP alike) may take together
+    /// while they are processed (see `core::memory`).
+    pub message_memory_budget: usize,
+    /// How long a large HTTP request waits for that memory before a 503.
+    pub message_memory_wait: Duration,
 }
+
+/// `PIGEONHOLE_MESSAGE_MEMORY_BUDGET` when unset: 512 MiB.
+pub const DEFAULT_MESSAGE_MEMORY_BUDGET: usize = 512 * 1024 * 1024;
 
 /// Bounds on what HTTP clients may hold: time, connections and head size.
 #[derive(Debug, Clone)]
@@ -121,6 +129,8 @@ const VARS: &[&str] = &[
     "PIGEONHOLE_HTTP_MAX_CONNECTIONS_PER_IP",
     "PIGEONHOLE_HTTP_MAX_HEADER_BYTES",
     "PIGEONHOLE_HTTP_MAX_URI_BYTES",
+    "PIGEONHOLE_MESSAGE_MEMORY_BUDGET",
+    "PIGEONHOLE_MESSAGE_MEMORY_WAIT",
 ];
 
 impl Config {
@@ -367,6 +377,16 @@ impl Config {
                 256..=HTTP_MAX_URI_BYTES_CEILING,
             )?,
         };
+        let budget_var = "PIGEONHOLE_MESSAGE_MEMORY_BUDGET";
+        let message_memory_budget = match get(budget_var) {
+            Some(v) => parse_bytes(budget_var, &v)?,
+            None => DEFAULT_MESSAGE_MEMORY_BUDGET,
+        };
+        if message_memory_budget == 0 {
+            return Err(bad(budget_var, "must be more than zero"));
+        }
+        let wait_var = "PIGEONHOLE_MESSAGE_MEMORY_WAIT";
+        let message_memory_wait = parse_seconds(wait_var, &get(wait_var).unwrap_or("10".into()))?;
 
         Ok(Config {
             listen,
@@ -393,8 +413,34 @@ impl Config {
             ses_endpoint,
             sns_topics,
             http,
+            message_memory_budget,
+            message_memory_wait,
         })
     }
+}
+
+/// A size in bytes: a whole number, optionally with `K`, `M` or `G`
+/// (binary multiples; `KiB`, `MB` and the like are read the same).
+fn parse_bytes(var: &str, s: &str) -> Result<usize, ConfigError> {
+    let lower = s.trim().to_ascii_lowercase();
+    let number = lower.trim_end_matches(['b', 'i']);
+    let (digits, unit) = match number.char_indices().last() {
+        Some((i, 'k')) => (&number[..i], 1usize << 10),
+        Some((i, 'm')) => (&number[..i], 1 << 20),
+        Some((i, 'g')) => (&number[..i], 1 << 30),
+        _ => (number, 1),
+    };
+    digits
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| {
+            bad(
+                var,
+                format!("expected a size in bytes, or with K, M or G (512M), got {s:?}"),
+            )
+        })
 }
 
 fn parse_addr(var: &str, s: &str) -> Result<SocketAddr, ConfigError> {
@@ -539,6 +585,27 @@ mod tests {
         assert_eq!(c.http.max_connections_per_ip, 128);
         assert_eq!(c.http.max_header_bytes, 32768);
         assert_eq!(c.http.max_uri_bytes, 8192);
+        assert_eq!(c.message_memory_budget, 512 * 1024 * 1024);
+        assert_eq!(c.message_memory_wait, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        let var = "PIGEONHOLE_MESSAGE_MEMORY_BUDGET";
+        for (raw, bytes) in [
+            ("1048576", 1 << 20),
+            ("64k", 64 << 10),
+            ("512M", 512 << 20),
+            ("512MiB", 512 << 20),
+            ("2 GB", 2 << 30),
+        ] {
+            let c = Config::from_map(&map(&[(var, raw)])).unwrap();
+            assert_eq!(c.message_memory_budget, bytes, "{raw}");
+        }
+        for raw in ["", "lots", "-1", "0", "12T", "M"] {
+            let err = Config::from_map(&map(&[(var, raw)])).unwrap_err();
+            assert_eq!(err.var, var, "{raw}");
+        }
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub enum ApiError {
         id: String,
         provider_message_id: String,
     },
+    /// This instance cannot take the request now (503 with `Retry-After`).
+    #[error("{message}")]
+    Busy { message: String, retry_after: u64 },
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -92,6 +95,7 @@ impl ApiError {
             ApiError::Upstream { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
             }
+            ApiError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::SentNotRecorded { .. } | ApiError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -126,7 +130,7 @@ impl ApiError {
             },
             ApiError::Invalid(_) => "invalid_request",
             ApiError::RateLimited { .. } => "rate_limited",
-            ApiError::Upstream { .. } => "server_error",
+            ApiError::Upstream { .. } | ApiError::Busy { .. } => "server_error",
             ApiError::SentNotRecorded { .. } | ApiError::Internal(_) => "server_error",
         }
     }
@@ -177,7 +181,8 @@ impl IntoResponse for ApiError {
                 retry_after: Some(s),
                 ..
             } => Some(*s),
-            ApiError::RateLimited { retry_after: s, .. } => Some(*s),
+            ApiError::RateLimited { retry_after: s, .. }
+            | ApiError::Busy { retry_after: s, .. } => Some(*s),
             ApiError::Internal(e) => {
                 // The detail goes to the log, never to the client.
                 tracing::error!(error = format!("{e:#}"), "internal error");

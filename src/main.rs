@@ -104,7 +104,7 @@ async fn serve(config: Config) -> ExitCode {
             ));
         }
     };
-    let smtp_config = match pigeonhole::smtp::SmtpConfig::from_config(&config) {
+    let mut smtp_config = match pigeonhole::smtp::SmtpConfig::from_config(&config) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
@@ -119,6 +119,8 @@ async fn serve(config: Config) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(format!("{e:#}")),
     };
+    // One memory budget for large messages, whichever way they come.
+    smtp_config.memory = state.memory.clone();
     // One shutdown signal for the HTTP server and the SMTP listener.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stop_tx = std::sync::Arc::new(stop_tx);

@@ -13,6 +13,7 @@ use crate::api::extract::{Auth, Params, RawBody, parse_json};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
 use crate::core::idempotency::{self, Begin};
+use crate::core::memory;
 use crate::core::messages::{self, COLUMNS, Direction, Message};
 use crate::core::search;
 use crate::core::sending::{self, SendBody};
@@ -32,11 +33,25 @@ const STATUSES: &[&str] = &[
     "failed",
 ];
 
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The fingerprint of the request body when the request has an
+/// `Idempotency-Key` (`keyed`; see [`idempotent`]), else None without
+/// looking at it.
+fn fingerprint_if_keyed(keyed: bool, body: &[u8]) -> Result<Option<String>, ApiError> {
+    if !keyed {
+        return Ok(None);
+    }
+    let request: Value = parse_json(body)?;
+    Ok(Some(idempotency::fingerprint(&request)))
+}
+
 /// Runs `work` under the request's `Idempotency-Key`, if any: a repeat of the
 /// same request replays the stored reply byte for byte, a different request
 /// with the same key is 409. Successful replies are stored, and so are the
 /// errors of requests that took effect regardless (a message the provider
 /// accepted but that could not be recorded): a retry must not send again.
+/// `fingerprint` is the request's (see [`fingerprint_if_keyed`]).
 ///
 /// `work`, and the storing of its reply, run on a task of their own (see
 /// [`detached`]): a client that goes away (a timeout, a dropped connection)
@@ -48,14 +63,14 @@ async fn idempotent<F, Fut>(
     key: &ApiKey,
     endpoint: &'static str,
     headers: &HeaderMap,
-    request: &Value,
+    fingerprint: Option<String>,
     work: F,
 ) -> Result<Response, ApiError>
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<(StatusCode, Value), ApiError>> + Send + 'static,
 {
-    let idem_key = match headers.get("idempotency-key") {
+    let idem_key = match headers.get(IDEMPOTENCY_KEY) {
         None => None,
         Some(v) => {
             let k = v
@@ -72,11 +87,10 @@ where
             Some(k)
         }
     };
-    let Some(idem_key) = idem_key else {
+    let (Some(idem_key), Some(fp)) = (idem_key, fingerprint) else {
         let (status, body) = detached(work()).await?;
         return Ok((status, Json(body)).into_response());
     };
-    let fp = idempotency::fingerprint(request);
     match idempotency::begin(&state.db, &key.id, endpoint, &idem_key, &fp).await? {
         Begin::Proceed => {}
         Begin::Replay { status, body } => {
@@ -159,16 +173,31 @@ pub async fn send(
     RawBody(body): RawBody,
 ) -> ApiResult<Response> {
     key.require(Scope::EmailsSend)?;
-    let request: Value = parse_json(&body)?;
-    let (state, caller, body) = (s.clone(), key.clone(), request.clone());
+    // A body may be 30 MB of attachments: it is parsed into the send's own
+    // fields and then dropped, with no JSON tree of it kept beside them (one
+    // is built for an Idempotency-Key's fingerprint only, and dropped first);
+    // a large one on a blocking thread.
+    let keyed = headers.contains_key(IDEMPOTENCY_KEY);
+    let (fingerprint, request) = memory::aside(body.len(), move || {
+        let fingerprint = fingerprint_if_keyed(keyed, &body)?;
+        let request: SendBody = parse_json(&body)?;
+        Ok::<_, ApiError>((fingerprint, request))
+    })
+    .await
+    .unwrap_or_else(|| {
+        Err(ApiError::Internal(anyhow::anyhow!(
+            "the request body could not be parsed"
+        )))
+    })?;
+    let (state, caller) = (s.clone(), key.clone());
     idempotent(
         &s,
         &key,
         "POST /emails",
         &headers,
-        &request,
-        || async move {
-            let input = sending::validate(parse_send(body)?)?;
+        fingerprint,
+        move || async move {
+            let input = sending::validate_aside(request).await?;
             // Not `sending::send`, which would run on yet another task.
             let outcome = sending::start(&state, &caller, input)
                 .await?
@@ -188,10 +217,15 @@ pub async fn batch(
 ) -> ApiResult<Response> {
     key.require(Scope::EmailsSend)?;
     let request: Value = parse_json(&body)?;
-    let items = match &request {
-        Value::Array(a) => a.clone(),
-        Value::Object(o) => match o.get("emails") {
-            Some(Value::Array(a)) => a.clone(),
+    drop(body);
+    let fingerprint = headers
+        .contains_key(IDEMPOTENCY_KEY)
+        .then(|| idempotency::fingerprint(&request));
+    // The items are taken out of the request, not copied.
+    let items = match request {
+        Value::Array(a) => a,
+        Value::Object(mut o) => match o.remove("emails") {
+            Some(Value::Array(a)) => a,
             _ => {
                 return Err(ApiError::invalid(
                     "emails",
@@ -219,7 +253,7 @@ pub async fn batch(
         ));
     }
     let (state, caller) = (s.clone(), key.clone());
-    idempotent(&s, &key, "POST /emails/batch", &headers, &request, || async move {
+    idempotent(&s, &key, "POST /emails/batch", &headers, fingerprint, move || async move {
         let (s, key) = (state, caller);
         let mut results = Vec::with_capacity(items.len());
         let (mut sent, mut failed) = (0, 0);
@@ -227,7 +261,11 @@ pub async fn batch(
         // committed behind them and waited for together.
         let mut started = Vec::with_capacity(items.len());
         for item in items {
-            started.push(match parse_send(item).and_then(sending::validate) {
+            let input = match parse_send(item) {
+                Ok(body) => sending::validate_aside(body).await,
+                Err(e) => Err(e),
+            };
+            started.push(match input {
                 Ok(input) => sending::start(&s, &key, input).await,
                 Err(e) => Err(e),
             });

@@ -2,47 +2,65 @@
 
 use std::collections::HashMap;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::{Bytes, HttpBody};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use bytes::BytesMut;
 use serde::de::DeserializeOwned;
 
+use crate::api::BODY_LIMIT;
 use crate::auth::ApiKey;
 use crate::error::{ApiError, Problems};
 
-/// The raw request body, up to the body limit. axum's own `Bytes` extractor
-/// would answer an oversized body with a plain-text 413; this one gives the
-/// spec's `payload_too_large`.
+/// A request body read whole into one buffer sized by its `Content-Length`
+/// (axum's bytes extractor collects chunks and then copies them together,
+/// twice the memory of a large body). Over the limit it is 413, before
+/// anything is read when the length says so; a body that misses its
+/// deadline (see `crate::server`) is 408.
 pub struct RawBody(pub Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for RawBody {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        Bytes::from_request(req, state)
-            .await
-            .map(RawBody)
-            .map_err(|e: BytesRejection| {
-                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::PayloadTooLarge
-                } else if let Some(timeout) = timed_out(&e) {
-                    ApiError::Http {
-                        status: StatusCode::REQUEST_TIMEOUT,
-                        message: timeout.to_string(),
-                    }
-                } else {
+    async fn from_request(req: Request, _: &S) -> Result<Self, Self::Rejection> {
+        let declared = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        if declared.is_some_and(|n| n > BODY_LIMIT) {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        let mut body = req.into_body();
+        let mut buf = BytesMut::with_capacity(declared.unwrap_or(0));
+        while let Some(frame) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let frame = frame.map_err(|e| match timed_out(&e) {
+                Some(timeout) => ApiError::Http {
+                    status: StatusCode::REQUEST_TIMEOUT,
+                    message: timeout.to_string(),
+                },
+                None => {
                     ApiError::invalid("body", format!("the request body could not be read: {e}"))
                 }
-            })
+            })?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len() + data.len() > BODY_LIMIT {
+                    return Err(ApiError::PayloadTooLarge);
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(RawBody(buf.freeze()))
     }
 }
 
 /// The body deadline's error (see `crate::server`), if that is why the body
 /// could not be read.
-fn timed_out(e: &BytesRejection) -> Option<&std::io::Error> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+fn timed_out<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
         if let Some(io) = err.downcast_ref::<std::io::Error>()
             && io.kind() == std::io::ErrorKind::TimedOut

@@ -7,6 +7,7 @@ use axum::routing::{delete, get, post};
 
 use crate::app::AppState;
 
+pub mod admission;
 pub mod attachments;
 pub mod auth_layer;
 pub mod contacts;
@@ -106,6 +107,11 @@ pub fn router(state: AppState) -> Router {
         .route("/webhook-deliveries/{id}", get(webhooks::get_delivery))
         .route("/webhook-deliveries/{id}/replay", post(webhooks::replay))
         .fallback(not_found)
+        // Inside authentication: a caller without a valid key takes nothing.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            admission::admit,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth_layer::authenticate,
@@ -116,7 +122,13 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/t/o/{token}", get(tracking::open))
-        .route("/sns/ses", post(sns::receive))
+        .route(
+            "/sns/ses",
+            post(sns::receive).layer(middleware::from_fn_with_state(
+                state.clone(),
+                admission::admit,
+            )),
+        )
         .route("/api/v1/openapi.json", get(openapi::document))
         .nest("/api/v1", api)
         .fallback(not_found)

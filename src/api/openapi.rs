@@ -327,7 +327,9 @@ static OPS: &[Op] = &[
               with status `rejected`). 429 with `Retry-After` also means the provider's 24-hour \
               quota cannot admit the recipients, or its account's sending is paused (nothing \
               recorded), or the provider throttled the send (recorded `failed`); 503, the \
-              provider could not be reached (recorded `failed`). A 500 whose body carries `id` \
+              provider could not be reached (recorded `failed`), or, with `Retry-After`, the \
+              instance had no memory free for a large body within \
+              `PIGEONHOLE_MESSAGE_MEMORY_WAIT` (nothing recorded). A 500 whose body carries `id` \
               and `provider_message_id` means the provider accepted the message but its full \
               record failed: it was sent, it is listed with status `failed` and that `error`, \
               and a retry under the same `Idempotency-Key` replays this reply instead of \
@@ -2153,7 +2155,10 @@ fn error_doc(status: u16, idempotent: bool) -> &'static str {
         429 => "Too many calls this minute; retry after `Retry-After` seconds.",
         500 => "The instance failed; retry.",
         502 => "The provider or an upstream service could not be reached.",
-        503 => "The provider or an upstream service is unavailable; retry.",
+        503 => {
+            "The provider or an upstream service is unavailable, or (with `Retry-After`) the \
+             instance has no memory free for a large request body now; retry."
+        }
         _ => "Error.",
     }
 }

@@ -247,14 +247,8 @@ pub async fn reply(
     RawBody(body): RawBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     key.require(Scope::MailWrite)?;
-    let value: Value = parse_json(&body)?;
-    let b: ReplyBody = serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        ApiError::invalid(
-            if path == "." { "body".into() } else { path },
-            e.into_inner().to_string(),
-        )
-    })?;
+    let mut b: ReplyBody = parse_json(&body)?;
+    drop(body);
     if b.text.is_none() && b.html.is_none() {
         return Err(ApiError::invalid("text", "give text, html or both"));
     }
@@ -269,31 +263,32 @@ pub async fn reply(
         bcc: b.bcc.clone(),
         reply_to: None,
         subject: b.subject.clone(),
-        html: b.html.clone(),
-        text: b.text.clone(),
+        // Moved through validation and back: bodies and attachments may be large.
+        html: b.html.take(),
+        text: b.text.take(),
         headers: b.headers.clone(),
         thread_id: None,
         in_reply_to: None,
         references: None,
-        attachments: b.attachments.clone(),
+        attachments: b.attachments.take(),
         tags: None,
     };
-    let checked = sending::validate(probe)?;
+    let checked = sending::validate_aside(probe).await?;
     let outcome = thread_actions::reply(
         &s,
         &key,
         &id,
         ReplyInput {
-            text: b.text,
-            html: b.html,
+            text: checked.text,
+            html: checked.html,
             reply_all: b.reply_all,
             to: b.to.map(|_| checked.to.clone()),
             cc: b.cc.map(|_| checked.cc.clone()),
             bcc: b.bcc.map(|_| checked.bcc.clone()),
             subject: b.subject,
             quote: b.quote.unwrap_or(true),
-            headers: checked.headers.clone(),
-            attachments: checked.attachments.clone(),
+            headers: checked.headers,
+            attachments: checked.attachments,
         },
     )
     .await?;

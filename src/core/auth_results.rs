@@ -85,14 +85,14 @@ fn pvalue(value: &str) -> String {
 /// field whose authserv-id is `authserv_id` (RFC 8601 §5: only we may speak
 /// for ourselves); fields of other authserv-ids stay. Returns how many
 /// fields were removed.
-pub fn strip_claimed(raw: &mut Vec<u8>, authserv_id: &str) -> usize {
+pub fn strip_claimed(raw: &mut Vec<u8>, from: usize, authserv_id: &str) -> usize {
     let ours = authserv_id.trim_end_matches('.');
-    let remove: Vec<(usize, usize)> = header_fields::fields(raw)
+    let remove: Vec<(usize, usize)> = header_fields::fields(raw.get(from..).unwrap_or_default())
         .filter(|f| {
             f.is("Authentication-Results")
                 && authserv_id_of(f.value).is_some_and(|id| id.eq_ignore_ascii_case(ours))
         })
-        .map(|f| (f.start, f.start + f.raw.len()))
+        .map(|f| (from + f.start, from + f.start + f.raw.len()))
         .collect();
     for (start, end) in remove.iter().rev() {
         raw.drain(*start..*end);
@@ -217,7 +217,7 @@ Subject: hi\r\n\
 \r\n\
 Authentication-Results: mx.ours.test; spf=pass (in the body: kept)\r\n"
             .to_vec();
-        assert_eq!(strip_claimed(&mut raw, "mx.ours.test"), 2);
+        assert_eq!(strip_claimed(&mut raw, 0, "mx.ours.test"), 2);
         assert_eq!(
             String::from_utf8(raw).unwrap(),
             "Received: from a\r\n\tby b\r\n\
@@ -242,13 +242,13 @@ Authentication-Results: mx.ours.test; spf=pass (in the body: kept)\r\n"
             b"\n",
         ] {
             let mut v = raw.to_vec();
-            strip_claimed(&mut v, "mx.ours.test");
+            strip_claimed(&mut v, 0, "mx.ours.test");
         }
         let mut v = b"Authentication-Results: mx.ours.test".to_vec();
-        assert_eq!(strip_claimed(&mut v, "mx.ours.test"), 1);
+        assert_eq!(strip_claimed(&mut v, 0, "mx.ours.test"), 1);
         assert!(v.is_empty());
         let mut v = b"Authentication-Results: \"mx.ours.test\"; x\nA: b\n".to_vec();
-        assert_eq!(strip_claimed(&mut v, "mx.ours.test"), 1);
+        assert_eq!(strip_claimed(&mut v, 0, "mx.ours.test"), 1);
         assert_eq!(v, b"A: b\n");
     }
 }

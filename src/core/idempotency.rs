@@ -2,6 +2,8 @@
 //! the endpoint, fingerprinted by the canonical request body, replayed byte
 //! for byte, and expired after 24 hours.
 
+use std::io::Write;
+
 use sha2::{Digest, Sha256};
 
 use crate::clock;
@@ -24,9 +26,13 @@ pub enum Begin {
     InFlight,
 }
 
-/// SHA-256 of the body's canonical JSON (keys sorted, whitespace dropped).
+/// SHA-256 of the body's canonical JSON (keys sorted, whitespace dropped),
+/// written straight into the hash: a large body costs no text of it.
 pub fn fingerprint(body: &serde_json::Value) -> String {
-    hex::encode(Sha256::digest(canonical_json(body).as_bytes()))
+    let mut hasher = Sha256::new();
+    // Writing into a hash cannot fail.
+    let _ = write_canonical(body, &mut hasher);
+    hex::encode(hasher.finalize())
 }
 
 /// Compact JSON with every object's keys sorted by their bytes, at any depth;
@@ -35,51 +41,51 @@ pub fn fingerprint(body: &serde_json::Value) -> String {
 /// crate in the build may switch on (a dev-dependency does, so tests would
 /// hash insertion order). The bytes equal `to_string` without that feature,
 /// so fingerprints stored by earlier release builds still match.
+#[cfg(test)]
 fn canonical_json(value: &serde_json::Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+    let mut out = Vec::new();
+    let _ = write_canonical(value, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 // Recursion is bounded: serde_json's parser refuses nesting deeper than 128.
-fn write_canonical(value: &serde_json::Value, out: &mut String) {
+fn write_canonical(value: &serde_json::Value, out: &mut impl Write) -> std::io::Result<()> {
     use serde_json::Value;
     match value {
         Value::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            out.write_all(b"{")?;
             for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.write_all(b",")?;
                 }
-                write_str(k, out);
-                out.push(':');
-                write_canonical(v, out);
+                write_str(k, out)?;
+                out.write_all(b":")?;
+                write_canonical(v, out)?;
             }
-            out.push('}');
+            out.write_all(b"}")
         }
         Value::Array(items) => {
-            out.push('[');
+            out.write_all(b"[")?;
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.write_all(b",")?;
                 }
-                write_canonical(v, out);
+                write_canonical(v, out)?;
             }
-            out.push(']');
+            out.write_all(b"]")
         }
         Value::String(s) => write_str(s, out),
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::Null => out.write_all(b"null"),
+        Value::Bool(b) => out.write_all(if *b { b"true" } else { b"false" }),
+        Value::Number(n) => write!(out, "{n}"),
     }
 }
 
-/// A JSON string, escaped by serde_json itself (`Display` of a `Value`
-/// cannot fail).
-fn write_str(s: &str, out: &mut String) {
-    out.push_str(&serde_json::Value::from(s).to_string());
+/// A JSON string, escaped by serde_json itself, as `Value::to_string` does.
+fn write_str(s: &str, out: &mut impl Write) -> std::io::Result<()> {
+    serde_json::to_writer(out, s).map_err(std::io::Error::other)
 }
 
 pub async fn begin(

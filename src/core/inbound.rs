@@ -8,9 +8,11 @@
 //! may acknowledge the message as soon as `ingest` returns `Ok`.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use mail_parser::{Address, HeaderValue, MessageParser, MimeHeaders, PartType};
+use bytes::Bytes;
+use mail_parser::{Address, HeaderValue, MessageParser, MessagePart, MimeHeaders, PartType};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -19,6 +21,7 @@ use crate::clock;
 use crate::core::domains;
 use crate::core::events;
 use crate::core::mailboxes;
+use crate::core::memory;
 use crate::core::messages::Message;
 use crate::core::search;
 use crate::core::threads::{self, ThreadContribution};
@@ -26,7 +29,7 @@ use crate::core::validate;
 use crate::ids;
 use crate::mime::compose;
 use crate::sql;
-use crate::store::{Backend, Db, RowExt, Sql, Tx, is_unique_violation};
+use crate::store::{Backend, Db, RowExt, SharedText, Sql, Tx, is_unique_violation, share_within};
 
 /// A reply whose subject matches joins a thread only if that thread saw mail
 /// within this window.
@@ -164,9 +167,12 @@ impl Target {
 /// Stores `raw` once in every local mailbox the envelope recipients resolve
 /// to. Recipients that resolve to nothing are skipped; an empty result means
 /// no recipient was ours. Everything is written in one transaction.
+///
+/// `raw` is shared, never copied: the parsed bodies and attachments that
+/// were not encoded are slices of it, and the statements bind it as it is.
 pub async fn ingest(
     db: &Db,
-    raw: &[u8],
+    raw: Bytes,
     envelope_recipients: &[String],
 ) -> Result<Vec<StoredInbound>, sqlx::Error> {
     let mut targets: Vec<Target> = Vec::new();
@@ -189,8 +195,20 @@ pub async fn ingest(
     if targets.is_empty() {
         return Ok(Vec::new());
     }
-    let parsed = Arc::new(parse(raw));
-    let raw: Arc<[u8]> = Arc::from(raw);
+    let shared = raw.clone();
+    let parsed = memory::aside(raw.len(), move || parse(&shared))
+        .await
+        // `parse` catches its own panics: the runtime is shutting down.
+        .unwrap_or_else(|| parse(&raw));
+    let parsed = Arc::new(parsed);
+    // What the rows bind, per copy stored.
+    let bound = (raw.len()
+        + parsed
+            .attachments
+            .iter()
+            .map(|a| a.content.len())
+            .sum::<usize>())
+    .saturating_mul(targets.len());
     let targets = Arc::new(targets);
     let backend = db.backend();
     let mut attempt = 0;
@@ -198,7 +216,7 @@ pub async fn ingest(
         attempt += 1;
         let (parsed, raw, targets) = (parsed.clone(), raw.clone(), targets.clone());
         let stored = db
-            .write(move |tx| {
+            .write_sized(bound, move |tx| {
                 Box::pin(async move { store(tx, backend, &parsed, &raw, &targets).await })
             })
             .await;
@@ -231,7 +249,7 @@ async fn store(
     tx: &mut Tx,
     backend: Backend,
     p: &Parsed,
-    raw: &[u8],
+    raw: &Bytes,
     targets: &[Target],
 ) -> Result<Vec<StoredInbound>, sqlx::Error> {
     let now = clock::now_micros();
@@ -320,9 +338,11 @@ async fn store(
             bcc: addresses_of(&p.bcc),
             reply_to: p.reply_to.clone(),
             subject: p.subject.clone(),
-            text: p.text.clone(),
-            html: p.html.clone(),
-            headers: p.headers.clone(),
+            // Bodies and headers are bound from `p` (see `insert_message`):
+            // a copy here would cost the size of the message.
+            text: String::new(),
+            html: String::new(),
+            headers: Value::Null,
             in_reply_to: p.in_reply_to.clone(),
             references: (!p.references.is_empty()).then(|| p.references.join(" ")),
             status: "received".into(),
@@ -337,7 +357,7 @@ async fn store(
             sent_at: None,
             received_at: Some(now),
         };
-        insert_message(tx, &message, &p.search_body, raw).await?;
+        insert_message(tx, &message, p, raw).await?;
         // One statement for all recipients (each statement is a round trip).
         let mut q = Sql::new("INSERT INTO message_recipients (message_id, kind, address) VALUES ");
         let mut rows = 0;
@@ -426,11 +446,12 @@ async fn by_subject(
     .transpose()
 }
 
+/// The row of `m`, its bodies and headers from `p`.
 async fn insert_message(
     tx: &mut Tx,
     m: &Message,
-    search_body: &str,
-    raw: &[u8],
+    p: &Parsed,
+    raw: &Bytes,
 ) -> Result<(), sqlx::Error> {
     sql!(
         "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder, \
@@ -452,14 +473,14 @@ async fn insert_message(
         serde_json::to_string(&m.bcc).unwrap_or_else(|_| "[]".into()),
         m.reply_to.clone(),
         &m.subject,
-        &m.text,
-        &m.html,
-        search_body,
-        m.headers.to_string(),
+        &p.text,
+        &p.html,
+        &p.search_body,
+        p.headers.to_string(),
         m.in_reply_to.clone(),
         m.references.clone(),
         m.has_attachments,
-        raw.to_vec(),
+        raw.clone(),
         m.created_at
     )
     .execute_tx(tx)
@@ -544,11 +565,13 @@ pub struct ParsedAttachment {
     /// Without angle brackets.
     pub content_id: Option<String>,
     pub inline: bool,
-    pub content: Vec<u8>,
+    /// Decoded; a slice of the raw message when it was not encoded.
+    pub content: Bytes,
 }
 
 /// What the service keeps of a received message, parsed once for every
-/// mailbox it goes to.
+/// mailbox it goes to. Bodies and attachments share the raw message's bytes
+/// where they can (see [`parse`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Parsed {
     /// In angle brackets; generated from the content when the message has none.
@@ -559,10 +582,11 @@ pub struct Parsed {
     pub bcc: Vec<(Option<String>, String)>,
     pub reply_to: Option<String>,
     pub subject: String,
-    pub text: String,
-    pub html: String,
-    /// Text the full-text index and the snippet use.
-    pub search_body: String,
+    pub text: SharedText,
+    pub html: SharedText,
+    /// Text the full-text index and the snippet use: the start of `text`
+    /// (see [`search::indexed_prefix`]).
+    pub search_body: SharedText,
     /// Header name → value (unfolded, as received); a repeated header → array.
     pub headers: Value,
     pub in_reply_to: Option<String>,
@@ -572,7 +596,11 @@ pub struct Parsed {
 
 /// Parses MIME as far as it goes. Never panics: input mail-parser cannot
 /// read at all is kept as text with a generated Message-ID.
-pub fn parse(raw: &[u8]) -> Parsed {
+///
+/// Nothing large is copied: a body or attachment that was not encoded is a
+/// slice of `raw`, and one that was is taken out of the parser's result
+/// (which decoded it) rather than copied from it.
+pub fn parse(raw: &Bytes) -> Parsed {
     std::panic::catch_unwind(|| parse_mime(raw))
         .ok()
         .flatten()
@@ -584,6 +612,7 @@ fn unparsed(raw: &[u8]) -> Parsed {
         .chars()
         .take(1_000_000)
         .collect();
+    let text = SharedText::from(text);
     Parsed {
         message_id: generated_message_id(raw),
         from: (None, String::new()),
@@ -592,9 +621,9 @@ fn unparsed(raw: &[u8]) -> Parsed {
         bcc: Vec::new(),
         reply_to: None,
         subject: String::new(),
-        search_body: text.clone(),
+        search_body: search::indexed_prefix(&text),
         text,
-        html: String::new(),
+        html: SharedText::default(),
         headers: Value::Object(Map::new()),
         in_reply_to: None,
         references: Vec::new(),
@@ -602,8 +631,6 @@ fn unparsed(raw: &[u8]) -> Parsed {
     }
 }
 
-/// A stable Message-ID for a message without one, so that the same bytes
-/// delivered twice are still stored once.
 fn generated_message_id(raw: &[u8]) -> String {
     let digest = Sha256::digest(raw);
     format!(
@@ -725,8 +752,120 @@ fn safe_filename(name: &str) -> String {
     kept.trim_end().to_string()
 }
 
-fn parse_mime(raw: &[u8]) -> Option<Parsed> {
-    let msg = MessageParser::default().parse(raw)?;
+/// An attachment's description, read before its content is taken.
+struct AttachmentInfo {
+    part: usize,
+    filename: String,
+    content_type: String,
+    content_id: Option<String>,
+    inline: bool,
+}
+
+fn attachment_info(n: usize, index: usize, part: &MessagePart<'_>) -> AttachmentInfo {
+    let content_type = part
+        .content_type()
+        .map(|ct| {
+            format!("{}/{}", ct.ctype(), ct.subtype().unwrap_or("octet-stream"))
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_else(|| match &part.body {
+            PartType::Message(_) => "message/rfc822".into(),
+            PartType::Text(_) => "text/plain".into(),
+            PartType::Html(_) => "text/html".into(),
+            _ => "application/octet-stream".into(),
+        });
+    let filename = part
+        .attachment_name()
+        .map(safe_filename)
+        .filter(|f| !f.is_empty())
+        .unwrap_or_else(|| match &part.body {
+            PartType::Message(_) => format!("message-{}.eml", n + 1),
+            _ => format!("attachment-{}", n + 1),
+        });
+    let content_id = part
+        .content_id()
+        .map(|c| {
+            c.trim()
+                .trim_start_matches('<')
+                .trim_end_matches('>')
+                .trim()
+        })
+        .filter(|c| !c.is_empty())
+        .map(one_line);
+    let explicit_attachment = part
+        .content_disposition()
+        .is_some_and(|cd| cd.is_attachment());
+    AttachmentInfo {
+        part: index,
+        filename,
+        content_type,
+        inline: content_id.is_some() && !explicit_attachment,
+        content_id,
+    }
+}
+
+/// What a part holds, as shared bytes: taken from the parser's result when
+/// it decoded the part, a slice of `raw` when it did not.
+fn take_contents(part: &mut MessagePart<'_>, raw: &Bytes) -> Bytes {
+    fn shared(raw: &Bytes, bytes: Cow<'_, [u8]>) -> Bytes {
+        match bytes {
+            Cow::Borrowed(b) => share_within(raw, b),
+            Cow::Owned(v) => Bytes::from(v),
+        }
+    }
+    match std::mem::take(&mut part.body) {
+        PartType::Text(t) | PartType::Html(t) => match t {
+            Cow::Borrowed(s) => share_within(raw, s.as_bytes()),
+            Cow::Owned(s) => Bytes::from(s),
+        },
+        PartType::Binary(b) | PartType::InlineBinary(b) => shared(raw, b),
+        PartType::Message(m) => shared(raw, m.raw_message),
+        PartType::Multipart(_) => Bytes::new(),
+    }
+}
+
+/// The text (or HTML) body: its parts joined by newlines. A body of one
+/// part that is not also an attachment is taken (or shared), not copied.
+fn body_text(msg: &mut mail_parser::Message<'_>, raw: &Bytes, html: bool) -> SharedText {
+    fn text_of<'p>(p: &'p MessagePart<'_>, html: bool) -> Option<&'p str> {
+        match (&p.body, html) {
+            (PartType::Text(t), false) | (PartType::Html(t), true) => Some(t.as_ref()),
+            _ => None,
+        }
+    }
+    let of_kind = |p| text_of(p, html);
+    let ids: Vec<usize> = if html { &msg.html_body } else { &msg.text_body }
+        .iter()
+        .map(|i| *i as usize)
+        .filter(|i| msg.parts.get(*i).and_then(of_kind).is_some())
+        .collect();
+    match ids.as_slice() {
+        [] => SharedText::default(),
+        [only] if !msg.attachments.iter().any(|a| *a as usize == *only) => {
+            match msg.parts.get_mut(*only) {
+                Some(part) => match std::mem::take(&mut part.body) {
+                    PartType::Text(Cow::Owned(t)) | PartType::Html(Cow::Owned(t)) => {
+                        SharedText::from(t)
+                    }
+                    PartType::Text(Cow::Borrowed(t)) | PartType::Html(Cow::Borrowed(t)) => {
+                        SharedText::within(raw, t)
+                    }
+                    _ => SharedText::default(),
+                },
+                None => SharedText::default(),
+            }
+        }
+        _ => SharedText::from(
+            ids.iter()
+                .filter_map(|i| msg.parts.get(*i).and_then(of_kind))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+    }
+}
+
+fn parse_mime(raw: &Bytes) -> Option<Parsed> {
+    let mut msg = MessageParser::default().parse(raw.as_ref())?;
     msg.parts.first()?;
 
     let message_id = msg
@@ -749,72 +888,51 @@ fn parse_mime(raw: &[u8]) -> Option<Parsed> {
         .and_then(|a| a.iter().find_map(named))
         .map(|(_, a)| a);
     let subject = msg.subject().map(one_line).unwrap_or_default();
-
-    let part_text = |ids: &[u32], want_html: bool| -> String {
-        ids.iter()
-            .filter_map(|i| msg.parts.get(*i as usize))
-            .filter_map(|p| match (&p.body, want_html) {
-                (PartType::Text(t), false) | (PartType::Html(t), true) => Some(t.as_ref()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    let html = part_text(&msg.html_body, true);
-    let mut text = part_text(&msg.text_body, false);
-    if text.is_empty() && !html.is_empty() {
-        text = compose::html_to_text(&html);
-    }
-    let search_body = text.clone();
-
     let in_reply_to = id_list(msg.in_reply_to()).into_iter().next_back();
     let mut references = id_list(msg.references());
     if references.len() > MAX_REFERENCES {
         references.drain(..references.len() - MAX_REFERENCES);
     }
+    let headers = headers_json(&msg);
+    let infos: Vec<AttachmentInfo> = msg
+        .attachments
+        .iter()
+        .filter_map(|i| {
+            let index = *i as usize;
+            msg.parts.get(index).map(|p| (index, p))
+        })
+        .enumerate()
+        .map(|(n, (index, part))| attachment_info(n, index, part))
+        .collect();
 
-    let mut attachments = Vec::new();
-    for (n, part) in msg.attachments().enumerate() {
-        let content: Cow<'_, [u8]> = Cow::Borrowed(part.contents());
-        let content_type = part
-            .content_type()
-            .map(|ct| {
-                format!("{}/{}", ct.ctype(), ct.subtype().unwrap_or("octet-stream"))
-                    .to_ascii_lowercase()
-            })
-            .unwrap_or_else(|| match &part.body {
-                PartType::Message(_) => "message/rfc822".into(),
-                PartType::Text(_) => "text/plain".into(),
-                PartType::Html(_) => "text/html".into(),
-                _ => "application/octet-stream".into(),
-            });
-        let filename = part
-            .attachment_name()
-            .map(safe_filename)
-            .filter(|f| !f.is_empty())
-            .unwrap_or_else(|| match &part.body {
-                PartType::Message(_) => format!("message-{}.eml", n + 1),
-                _ => format!("attachment-{}", n + 1),
-            });
-        let content_id = part
-            .content_id()
-            .map(|c| {
-                c.trim()
-                    .trim_start_matches('<')
-                    .trim_end_matches('>')
-                    .trim()
-            })
-            .filter(|c| !c.is_empty())
-            .map(one_line);
-        let explicit_attachment = part
-            .content_disposition()
-            .is_some_and(|cd| cd.is_attachment());
+    // The contents last: taking them out of `msg` empties its parts.
+    let html = body_text(&mut msg, raw, true);
+    let mut text = body_text(&mut msg, raw, false);
+    if text.is_empty() && !html.is_empty() {
+        text = SharedText::from(compose::html_to_text(&html));
+    }
+    let mut taken: HashMap<usize, Bytes> = HashMap::new();
+    let mut attachments = Vec::with_capacity(infos.len());
+    for info in infos {
+        let content = match taken.get(&info.part) {
+            // Listed twice: the same bytes again.
+            Some(b) => b.clone(),
+            None => {
+                let b = msg
+                    .parts
+                    .get_mut(info.part)
+                    .map(|part| take_contents(part, raw))
+                    .unwrap_or_default();
+                taken.insert(info.part, b.clone());
+                b
+            }
+        };
         attachments.push(ParsedAttachment {
-            filename,
-            content_type,
-            inline: content_id.is_some() && !explicit_attachment,
-            content_id,
-            content: content.into_owned(),
+            filename: info.filename,
+            content_type: info.content_type,
+            content_id: info.content_id,
+            inline: info.inline,
+            content,
         });
     }
 
@@ -826,10 +944,10 @@ fn parse_mime(raw: &[u8]) -> Option<Parsed> {
         bcc,
         reply_to,
         subject,
+        search_body: search::indexed_prefix(&text),
         text,
         html,
-        search_body,
-        headers: headers_json(&msg),
+        headers,
         in_reply_to,
         references,
         attachments,
@@ -854,7 +972,7 @@ mod tests {
 
     #[test]
     fn parses_addresses_ids_and_headers() {
-        let p = parse(PLAIN.as_bytes());
+        let p = parse(&Bytes::from_static(PLAIN.as_bytes()));
         assert_eq!(p.message_id, "<abc@example.org>");
         assert_eq!(
             p.from,
@@ -889,7 +1007,7 @@ mod tests {
             --OUT\r\nContent-Type: application/pdf; name=\"r.pdf\"\r\n\
             Content-Disposition: attachment; filename=\"../r.pdf\"\r\nContent-Transfer-Encoding: base64\r\n\r\nBAUG\r\n\
             --OUT--\r\n";
-        let p = parse(raw.as_bytes());
+        let p = parse(&Bytes::from_static(raw.as_bytes()));
         assert!(p.html.contains("cid:logo@x"), "{p:?}");
         assert!(p.text.contains("logo"));
         assert_eq!(p.attachments.len(), 2, "{:?}", p.attachments);
@@ -911,6 +1029,43 @@ mod tests {
         assert_eq!(pdf.content, vec![4, 5, 6]);
     }
 
+    /// Bodies and parts that were not encoded are slices of the raw bytes,
+    /// not copies; decoded ones are the parser's own; search gets a bounded
+    /// start of the text.
+    #[test]
+    fn bodies_and_plain_parts_share_the_raw_message() {
+        let long_text = "word ".repeat(search::MAX_INDEXED_TEXT / 4);
+        let raw = Bytes::from(format!(
+            "From: a@x.test\r\nMessage-ID: <s@x.test>\r\nMIME-Version: 1.0\r\n\
+             Content-Type: multipart/mixed; boundary=\"B\"\r\n\r\n\
+             --B\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{long_text}\r\n\
+             --B\r\nContent-Type: application/octet-stream\r\n\
+             Content-Disposition: attachment; filename=\"plain.bin\"\r\n\r\nnot encoded\r\n\
+             --B\r\nContent-Type: application/octet-stream\r\n\
+             Content-Disposition: attachment; filename=\"coded.bin\"\r\n\
+             Content-Transfer-Encoding: base64\r\n\r\nAQID\r\n--B--\r\n"
+        ));
+        let p = parse(&raw);
+        let inside = |b: &[u8]| {
+            let (start, at) = (raw.as_ptr() as usize, b.as_ptr() as usize);
+            at >= start && at + b.len() <= start + raw.len()
+        };
+        assert_eq!(p.text.as_str(), long_text);
+        assert!(
+            inside(p.text.as_bytes()),
+            "the text is a slice of the message"
+        );
+        assert_eq!(p.search_body.len(), search::MAX_INDEXED_TEXT);
+        assert!(p.text.starts_with(p.search_body.as_str()));
+        assert!(inside(p.search_body.as_bytes()));
+        let plain = &p.attachments[0];
+        assert_eq!(plain.content, &b"not encoded"[..]);
+        assert!(inside(&plain.content), "an unencoded part is a slice too");
+        let coded = &p.attachments[1];
+        assert_eq!(coded.content, vec![1, 2, 3]);
+        assert!(!inside(&coded.content));
+    }
+
     #[test]
     fn garbage_never_panics_and_gets_a_stable_id() {
         for raw in [
@@ -920,8 +1075,9 @@ mod tests {
             b"Content-Type: multipart/mixed; boundary=x\r\n\r\n--x\r\nContent-Type: multipart/mixed; boundary=x\r\n\r\n--x",
             b"Subject: =?utf-8?B?////?=\r\nFrom: <<<@>>>\r\nMessage-ID: not an id\r\n\r\nbody",
         ] {
-            let a = parse(raw);
-            let b = parse(raw);
+            let raw = Bytes::from_static(raw);
+            let a = parse(&raw);
+            let b = parse(&raw);
             assert_eq!(a.message_id, b.message_id);
             assert!(a.message_id.starts_with('<') && a.message_id.ends_with('>'));
         }
@@ -951,7 +1107,7 @@ mod tests {
 
             #[test]
             fn any_bytes_parse(raw in prop::collection::vec(any::<u8>(), 0..2000)) {
-                let p = parse(&raw);
+                let p = parse(&raw.into());
                 prop_assert!(p.message_id.starts_with('<') && p.message_id.ends_with('>'));
                 prop_assert!(!p.subject.contains(char::is_control));
             }
@@ -959,7 +1115,7 @@ mod tests {
             #[test]
             fn any_subject_header_parses_to_one_line(subject in any::<String>()) {
                 let raw = format!("From: a@x.test\r\nSubject: {subject}\r\nMessage-ID: <p@x.test>\r\n\r\nbody\r\n");
-                let p = parse(raw.as_bytes());
+                let p = parse(&raw.into_bytes().into());
                 prop_assert!(!p.subject.contains(char::is_control));
                 prop_assert_eq!(p.message_id, "<p@x.test>");
             }

@@ -31,23 +31,26 @@ pub struct Origin<'a> {
     pub mail_from: &'a str,
 }
 
-/// Checks the sender of `raw` within `budget` and returns our
+/// Checks the sender of the message in `raw` after its first `skip` bytes
+/// (the trace fields this hop put in front) within `budget` and returns our
 /// `Authentication-Results` field (authserv-id `authserv_id`, with its
-/// CRLF). Fields of `raw` that claim that authserv-id are removed.
+/// CRLF). Fields of the message that claim that authserv-id are removed.
 pub async fn authenticate(
     dns: &Dns,
     memo: &mut SessionMemo,
     origin: Origin<'_>,
     raw: &mut Vec<u8>,
+    skip: usize,
     authserv_id: &str,
     budget: Duration,
 ) -> String {
+    let message = raw.get(skip..).unwrap_or_default();
     let known_spf = memo
         .spf
         .as_ref()
         .filter(|(helo, from, _)| helo == origin.helo && from == origin.mail_from)
         .map(|(_, _, check)| check.clone());
-    let from_domain = dmarc::from_domain(header_fields::fields(raw));
+    let from_domain = dmarc::from_domain(header_fields::fields(message));
     let known_policy = memo
         .dmarc
         .as_ref()
@@ -68,7 +71,8 @@ pub async fn authenticate(
         }
     };
     // The message as it came, before any field of it is removed.
-    let (spf, dkim, policy) = tokio::join!(spf_check, dkim::verify(dns, raw, now, budget), policy);
+    let (spf, dkim, policy) =
+        tokio::join!(spf_check, dkim::verify(dns, message, now, budget), policy);
 
     let dmarc = match (&from_domain, &policy) {
         (Some(domain), Some(Ok(policy))) => dmarc::evaluate(domain, policy.as_ref(), &spf, &dkim),
@@ -93,6 +97,6 @@ pub async fn authenticate(
     if let (Some(domain), Some(Ok(policy))) = (from_domain, policy) {
         memo.dmarc = Some((domain, policy));
     }
-    auth_results::strip_claimed(raw, authserv_id);
+    auth_results::strip_claimed(raw, skip, authserv_id);
     auth_results::header(authserv_id, &spf, &dkim, &dmarc)
 }

@@ -6,7 +6,11 @@ use crate::error::ApiError;
 
 /// Stores mail that SES received for our domains, through the same path as
 /// SMTP. Recipients that are not ours are skipped (SMTP would answer 550).
-pub async fn received(state: &AppState, raw: &[u8], recipients: &[String]) -> Result<(), ApiError> {
+pub async fn received(
+    state: &AppState,
+    raw: bytes::Bytes,
+    recipients: &[String],
+) -> Result<(), ApiError> {
     let stored = inbound::ingest(&state.db, raw, recipients).await?;
     if stored.is_empty() {
         tracing::info!(

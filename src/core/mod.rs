@@ -11,6 +11,7 @@ pub mod inbound_auth;
 pub mod inbound_hook;
 pub mod labels;
 pub mod mailboxes;
+pub mod memory;
 pub mod messages;
 pub mod provider_events;
 pub mod quota;

@@ -3,7 +3,19 @@
 //! threads keyed by recency) and PostgreSQL tsvector (a generated column
 //! with a GIN index).
 
-use crate::store::{Backend, FtsIndex, IndexWrite, RowExt, Sql, Tx};
+use crate::store::{Backend, FtsIndex, IndexWrite, RowExt, SharedText, Sql, Tx};
+
+/// Bytes of a message's text that are indexed (and kept in `search_body`):
+/// the index's cost, the thread documents rebuilt on each arrival and
+/// PostgreSQL's tsvector (at most 1 MiB of words) stay bounded whatever
+/// the size of a body. Words past it are not found by search.
+pub const MAX_INDEXED_TEXT: usize = 512 * 1024;
+
+/// The start of `text` that is indexed: at most [`MAX_INDEXED_TEXT`] bytes,
+/// cut at a character boundary and shared with `text`.
+pub fn indexed_prefix(text: &SharedText) -> SharedText {
+    text.prefix(MAX_INDEXED_TEXT)
+}
 
 /// Words of a user query, stripped of everything FTS syntax could misread.
 fn terms(q: &str) -> Vec<String> {
@@ -131,17 +143,32 @@ pub async fn reindex_thread(
     if backend != Backend::Sqlite {
         return Ok(());
     }
-    let rows =
-        Sql::new("SELECT subject, search_body FROM messages WHERE is_draft = 0 AND thread_id = ")
-            .bind(thread_id)
-            .fetch_all_tx(tx)
-            .await?;
-    let mut texts = Vec::with_capacity(rows.len() * 2);
-    for row in &rows {
-        texts.push(row.text("subject")?);
-        texts.push(row.text("search_body")?);
+    // Newest first, a page of messages at a time, until the document is
+    // full: a thread of many large messages costs neither its whole text
+    // in memory nor an unbounded document.
+    let mut words = DistinctWords::new(MAX_THREAD_DOCUMENT);
+    let mut offset = 0i64;
+    while !words.is_full() {
+        let rows = Sql::new(
+            "SELECT subject, search_body FROM messages WHERE is_draft = 0 AND thread_id = ",
+        )
+        .bind(thread_id)
+        .push(" ORDER BY created_at DESC, seq DESC LIMIT ")
+        .bind(THREAD_PAGE)
+        .push(" OFFSET ")
+        .bind(offset)
+        .fetch_all_tx(tx)
+        .await?;
+        for row in &rows {
+            words.add(&row.text("subject")?);
+            words.add(&row.text("search_body")?);
+        }
+        if (rows.len() as i64) < THREAD_PAGE {
+            break;
+        }
+        offset += THREAD_PAGE;
     }
-    let document = distinct_words(texts.iter().map(String::as_str));
+    let document = words.into_document();
     let old_key = Sql::new("SELECT search_key FROM threads WHERE id = ")
         .bind(thread_id)
         .fetch_optional_tx(tx)
@@ -177,22 +204,62 @@ pub async fn reindex_thread(
     tx.write_index(remove.into_iter().chain(add)).await
 }
 
-/// Each whitespace-separated chunk of `texts` once, lowercased (the index
-/// folds case anyway). Chunks are split no finer than the index's tokenizer
-/// splits them, so no word is lost.
-fn distinct_words<'a>(texts: impl Iterator<Item = &'a str>) -> String {
-    let mut seen = std::collections::HashSet::new();
-    let mut out = String::new();
-    for chunk in texts.flat_map(str::split_whitespace) {
-        let chunk = chunk.to_lowercase();
-        if seen.insert(chunk.clone()) {
-            if !out.is_empty() {
-                out.push(' ');
-            }
-            out.push_str(&chunk);
+/// Most bytes of a thread's search document: the words of its newest
+/// messages, up to four messages' worth of indexed text.
+pub const MAX_THREAD_DOCUMENT: usize = 4 * MAX_INDEXED_TEXT;
+
+/// Messages read at a time to build a thread's document.
+const THREAD_PAGE: i64 = 32;
+
+/// Each whitespace-separated chunk of the texts added, once, lowercased (the
+/// index folds case anyway), up to a size. Chunks are split no finer than
+/// the index's tokenizer splits them, so no word is lost (until full).
+struct DistinctWords {
+    seen: std::collections::HashSet<String>,
+    out: String,
+    max: usize,
+}
+
+impl DistinctWords {
+    fn new(max: usize) -> DistinctWords {
+        DistinctWords {
+            seen: std::collections::HashSet::new(),
+            out: String::new(),
+            max,
         }
     }
-    out
+
+    fn is_full(&self) -> bool {
+        self.out.len() >= self.max
+    }
+
+    fn add(&mut self, text: &str) {
+        for chunk in text.split_whitespace() {
+            let chunk = chunk.to_lowercase();
+            if self.out.len() + chunk.len() + 1 > self.max {
+                // Full: no more words, not even shorter ones.
+                self.max = self.out.len();
+                return;
+            }
+            if self.seen.insert(chunk.clone()) {
+                if !self.out.is_empty() {
+                    self.out.push(' ');
+                }
+                self.out.push_str(&chunk);
+            }
+        }
+    }
+
+    fn into_document(self) -> String {
+        self.out
+    }
+}
+
+#[cfg(test)]
+fn distinct_words<'a>(texts: impl Iterator<Item = &'a str>) -> String {
+    let mut words = DistinctWords::new(usize::MAX);
+    texts.for_each(|t| words.add(t));
+    words.into_document()
 }
 
 /// Removes threads' documents before the threads are deleted.
@@ -345,6 +412,19 @@ mod tests {
                 prop_assert_eq!(unique.len(), chunks.len());
             }
         }
+    }
+
+    #[test]
+    fn a_thread_document_stops_at_its_size() {
+        let mut words = DistinctWords::new(20);
+        words.add("alpha beta alpha gamma");
+        assert!(!words.is_full());
+        words.add("delta epsilon zeta");
+        assert!(words.is_full());
+        words.add("eta");
+        let document = words.into_document();
+        assert_eq!(document, "alpha beta gamma");
+        assert!(document.len() <= 20);
     }
 
     #[test]

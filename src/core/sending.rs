@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine;
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -19,6 +20,7 @@ use crate::clock;
 use crate::core::domains;
 use crate::core::events;
 use crate::core::mailboxes::{self, Mailbox};
+use crate::core::memory;
 use crate::core::messages::Message;
 use crate::core::quota::QuotaGuard;
 use crate::core::search;
@@ -30,7 +32,7 @@ use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::provider::{OutgoingMessage, ProviderError};
 use crate::sql;
-use crate::store::{Backend, Db, JobFuture, RowExt, Sql, Tx, execute_all};
+use crate::store::{Backend, Db, JobFuture, RowExt, SharedText, Sql, Tx, execute_all};
 
 pub const MAX_ATTACHMENTS: usize = 20;
 pub const MAX_RECIPIENTS: usize = 50;
@@ -200,6 +202,34 @@ fn valid_header_text(s: &str) -> bool {
     !s.contains(|c: char| c.is_control() && c != '\t')
 }
 
+/// An attachment's base64 (or a `data:` URL's), whitespace allowed, decoded.
+/// The text is cleaned where it lies and dropped once decoded: no second
+/// copy of a large attachment's text.
+fn decode_attachment(content: String) -> Option<Bytes> {
+    let mut text = content.into_bytes();
+    if let Some(rest) = text.strip_prefix(b"data:") {
+        let start = 5 + rest.iter().position(|b| *b == b',').map_or(0, |i| i + 1);
+        text.drain(..start);
+    }
+    if text.is_ascii() {
+        // `char::is_whitespace` in ASCII (`u8::is_ascii_whitespace` leaves
+        // out the vertical tab).
+        text.retain(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r'));
+    } else {
+        // Anything outside ASCII but whitespace fails to decode anyway.
+        let s = String::from_utf8_lossy(&text);
+        text = s
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .into_bytes();
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(&text)
+        .ok()
+        .map(Bytes::from)
+}
+
 /// Checks every field, collecting all problems; the first names `param`.
 pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
     let mut p = Problems::new();
@@ -328,14 +358,9 @@ pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
             );
             continue;
         }
-        let encoded = match a.content.strip_prefix("data:") {
-            Some(rest) => rest.split_once(',').map(|(_, d)| d).unwrap_or(rest),
-            None => a.content.as_str(),
-        };
-        let cleaned: String = encoded.chars().filter(|c| !c.is_whitespace()).collect();
-        let content = match base64::engine::general_purpose::STANDARD.decode(cleaned.as_bytes()) {
-            Ok(bytes) => bytes,
-            Err(_) => {
+        let content = match decode_attachment(a.content) {
+            Some(bytes) => bytes,
+            None => {
                 p.add(
                     format!("{param}.content"),
                     format!("attachment {filename:?} is not valid base64"),
@@ -389,6 +414,24 @@ pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
         references,
         attachments,
     })
+}
+
+/// [`validate`], on a blocking thread when the attachments are large:
+/// decoding megabytes of base64 would hold a worker of the runtime.
+pub async fn validate_aside(body: SendBody) -> Result<SendInput, ApiError> {
+    let size = body
+        .attachments
+        .iter()
+        .flatten()
+        .map(|a| a.content.len())
+        .sum();
+    memory::aside(size, move || validate(body))
+        .await
+        .unwrap_or_else(|| {
+            Err(ApiError::Internal(anyhow::anyhow!(
+                "the attachments could not be decoded"
+            )))
+        })
 }
 
 /// What a successful send answers (spec "Send result").
@@ -529,9 +572,9 @@ pub const SHORT_RECORD_ERROR: &str = "the provider accepted this message, but th
 /// it again.
 struct AcceptedSend {
     db: Db,
-    /// The message without its bodies, which stay in `input`.
+    /// The message without its bodies, which are in `bodies`.
     message: Message,
-    input: Arc<SendInput>,
+    bodies: Bodies,
     new_mailbox: Option<Mailbox>,
     done_at: i64,
 }
@@ -550,15 +593,17 @@ impl AcceptedSend {
         let AcceptedSend {
             db,
             mut message,
-            input,
+            bodies,
             new_mailbox,
             done_at,
         } = self;
         message.status = "failed".into();
         message.error = Some(SHORT_RECORD_ERROR.into());
-        message.text = input.text.clone().unwrap_or_default();
-        message.html = input.html.clone().unwrap_or_default();
         message.has_attachments = false;
+        let bodies = Bodies {
+            search: SharedText::default(),
+            ..bodies
+        };
         let backend = db.backend();
         let written: Result<(), sqlx::Error> = db
             .write(move |tx| {
@@ -569,7 +614,7 @@ impl AcceptedSend {
                     message.thread_id = ids::new_id("thr");
                     let writes = [
                         short_thread_insert(&message),
-                        message_insert(&message, "", None),
+                        message_insert(&message, &bodies, None),
                     ]
                     .into_iter()
                     .chain(recipients_insert(&message))
@@ -648,8 +693,8 @@ fn short_thread_insert(m: &Message) -> Sql {
     )
 }
 
-/// The INSERT of an outbound message row.
-fn message_insert(m: &Message, search_body: &str, open_token: Option<String>) -> Sql {
+/// The INSERT of an outbound message row, its bodies bound from `bodies`.
+fn message_insert(m: &Message, bodies: &Bodies, open_token: Option<String>) -> Sql {
     sql!(
         "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder, \
          message_id, provider_message_id, from_address, from_name, to_addresses, cc_addresses, \
@@ -672,9 +717,9 @@ fn message_insert(m: &Message, search_body: &str, open_token: Option<String>) ->
         serde_json::to_string(&m.bcc).unwrap_or_default(),
         m.reply_to.clone(),
         &m.subject,
-        &m.text,
-        &m.html,
-        search_body,
+        bodies.text.clone().unwrap_or_default(),
+        bodies.html.clone().unwrap_or_default(),
+        &bodies.search,
         m.headers.to_string(),
         m.in_reply_to.clone(),
         m.references.clone(),
@@ -716,7 +761,7 @@ fn recipients_insert(m: &Message) -> Option<Sql> {
 pub async fn start(
     state: &AppState,
     key: &ApiKey,
-    input: SendInput,
+    mut input: SendInput,
 ) -> Result<PendingSend, ApiError> {
     let from = input.from.1.clone();
     if !key.reach.covers_address(&from) {
@@ -778,13 +823,9 @@ pub async fn start(
     let open_token = (state.config.open_tracking && input.html.is_some())
         .then(|| ids::time_ordered_token(OPEN_TOKEN_LEN));
     let id = ids::new_id("msg");
-    let text = input.text.clone().unwrap_or_default();
-    let html = input.html.clone().unwrap_or_default();
-    let search_body = if text.is_empty() {
-        compose::html_to_text(&html)
-    } else {
-        text.clone()
-    };
+    // The bodies, taken (not copied) from the input: the message is built
+    // from them and the record binds them.
+    let bodies = Bodies::new(input.text.take(), input.html.take());
 
     // The thread named by thread_id must belong to the sender's mailbox;
     // checked before anything is sent.
@@ -805,22 +846,33 @@ pub async fn start(
         }
     }
 
-    // 1. Hand the message to the provider, outside any transaction.
-    let html_out = match (&input.html, &open_token) {
-        (Some(h), Some(t)) => Some(compose::with_tracking_pixel(
+    // What the MIME encodes and the record binds.
+    let bound = input
+        .attachments
+        .iter()
+        .map(|a| a.content.len())
+        .sum::<usize>()
+        + bodies.text.as_ref().map_or(0, |t| t.len())
+        + bodies.html.as_ref().map_or(0, |h| h.len());
+    // 1. Hand the message to the provider, outside any transaction. What
+    // is built for it (the tracked HTML, the MIME) goes when it answers.
+    let html = match (&bodies.html, &open_token) {
+        (Some(h), Some(t)) => Some(SharedText::from(compose::with_tracking_pixel(
             h,
             &format!("{}/t/o/{t}", state.config.public_url),
-        )),
+        ))),
         (h, _) => h.clone(),
     };
-    let composition = Composition {
+    // Shared, not copied, with the composer (on its own thread when large).
+    let parts = (bodies.text.clone(), html, input.attachments.clone());
+    let head = Composition {
         from: input.from.clone(),
         to: input.to.clone(),
         cc: input.cc.clone(),
         reply_to: input.reply_to.clone(),
         subject: input.subject.clone(),
-        text: input.text.clone(),
-        html: html_out,
+        text: None,
+        html: None,
         message_id: message_id.trim_matches(['<', '>']).to_string(),
         in_reply_to: input
             .in_reply_to
@@ -832,10 +884,21 @@ pub async fn start(
             .map(|s| s.trim_matches(['<', '>']).to_string())
             .collect(),
         headers: input.headers.clone(),
-        attachments: input.attachments.clone(),
+        attachments: &[],
         date: now / 1_000_000,
     };
-    let outcome = match compose::compose(&composition) {
+    let composed = memory::aside(bound, move || {
+        let (text, html, attachments) = &parts;
+        compose::compose(&Composition {
+            text: text.as_deref(),
+            html: html.as_deref(),
+            attachments,
+            ..head
+        })
+    })
+    .await
+    .unwrap_or_else(|| Err(std::io::Error::other("the composer stopped")));
+    let outcome = match composed {
         Ok(raw) => {
             state
                 .provider
@@ -888,7 +951,7 @@ pub async fn start(
     // 2. One transaction records the attempt whatever its outcome: the
     // message with its thread, recipients, attachments, search entry, its
     // `send` event and the outbox event.
-    let mut message = Message {
+    let message = Message {
         id: id.clone(),
         thread_id: String::new(),
         mailbox_id: mailbox.id.clone(),
@@ -906,8 +969,9 @@ pub async fn start(
         bcc: names(&input.bcc),
         reply_to: input.reply_to.clone(),
         subject: input.subject.clone(),
-        text: text.clone(),
-        html: html.clone(),
+        // Bound from `bodies` by `record`: a copy here would cost their size.
+        text: String::new(),
+        html: String::new(),
         headers: Value::Object(
             input
                 .headers
@@ -935,14 +999,14 @@ pub async fn start(
     let input = Arc::new(input);
     let accepted = (status == "sent").then(|| AcceptedSend {
         db: state.db.clone(),
-        message: without_bodies(&mut message),
-        input: input.clone(),
+        message: message.clone(),
+        bodies: bodies.clone(),
         new_mailbox: new_mailbox.clone(),
         done_at,
     });
     let written = state
         .db
-        .write_queued(move |tx| {
+        .write_queued_sized(bound, move |tx| {
             Box::pin(async move {
                 record(
                     tx,
@@ -951,7 +1015,7 @@ pub async fn start(
                     message,
                     new_mailbox.as_ref(),
                     open_token,
-                    &search_body,
+                    &bodies,
                     done_at,
                     event,
                 )
@@ -968,14 +1032,32 @@ pub async fn start(
     })
 }
 
-/// A copy of `m` with empty bodies, without copying them.
-fn without_bodies(m: &mut Message) -> Message {
-    let text = std::mem::take(&mut m.text);
-    let html = std::mem::take(&mut m.html);
-    let copy = m.clone();
-    m.text = text;
-    m.html = html;
-    copy
+/// A send's bodies, shared (not copied) by the message built from them,
+/// its record and, should that fail, its short record.
+#[derive(Clone)]
+struct Bodies {
+    text: Option<SharedText>,
+    html: Option<SharedText>,
+    /// What search indexes: the start of the text, else of the HTML's text.
+    search: SharedText,
+}
+
+impl Bodies {
+    fn new(text: Option<String>, html: Option<String>) -> Bodies {
+        let text = text.map(SharedText::from);
+        let html = html.map(SharedText::from);
+        let search = match (&text, &html) {
+            (Some(t), _) if !t.is_empty() => search::indexed_prefix(t),
+            (_, Some(h)) => {
+                // Tags and entities shrink: a few times the indexed size of
+                // HTML is enough to fill it.
+                let start = h.prefix(4 * search::MAX_INDEXED_TEXT);
+                search::indexed_prefix(&SharedText::from(compose::html_to_text(&start)))
+            }
+            _ => SharedText::default(),
+        };
+        Bodies { text, html, search }
+    }
 }
 
 /// Writes a send attempt and everything it touches within `tx`.
@@ -987,7 +1069,7 @@ async fn record(
     mut m: Message,
     new_mailbox: Option<&Mailbox>,
     open_token: Option<String>,
-    search_body: &str,
+    bodies: &Bodies,
     done_at: i64,
     event: &str,
 ) -> Result<Message, ApiError> {
@@ -1021,7 +1103,7 @@ async fn record(
             mailbox: &m.mailbox,
             domain: &m.domain,
             subject: &m.subject,
-            snippet_source: search_body,
+            snippet_source: &bodies.search,
             folder: "sent",
             participants,
             unread: false,
@@ -1032,7 +1114,7 @@ async fn record(
     .await?;
     m.thread_id = thread_id;
     writes.push(thread_change);
-    writes.push(message_insert(&m, search_body, open_token));
+    writes.push(message_insert(&m, bodies, open_token));
     writes.extend(recipients_insert(&m));
     for a in &input.attachments {
         writes.push(sql!(
@@ -1063,7 +1145,7 @@ async fn record(
     }
     writes.push(events::emit_statement(event, Some(&m.mailbox_id), data).1);
     execute_all(tx, backend, &writes).await?;
-    search::index_message(tx, backend, &m.id, &m.subject, search_body).await?;
+    search::index_message(tx, backend, &m.id, &m.subject, &bodies.search).await?;
     search::reindex_thread(tx, backend, &m.thread_id).await?;
     Ok(m)
 }
@@ -1297,7 +1379,7 @@ mod tests {
             let message = accepted_message();
             let id = message.id.clone();
             let written = db
-                .write_queued(|_tx| Box::pin(async { panic!("a bug in the record") }))
+                .write_queued_sized(0, |_tx| Box::pin(async { panic!("a bug in the record") }))
                 .await;
             let pending = PendingSend {
                 written: Some(written),
@@ -1307,7 +1389,7 @@ mod tests {
                 accepted: Some(AcceptedSend {
                     db: db.clone(),
                     message,
-                    input: input(),
+                    bodies: Bodies::new(input().text.clone(), None),
                     new_mailbox: None,
                     done_at: clock::now_micros(),
                 }),

@@ -1,17 +1,19 @@
 //! Builds the exact RFC 5322 message handed to the provider.
 
+use bytes::Bytes;
 use mail_builder::MessageBuilder;
 use mail_builder::headers::address::Address;
 use mail_builder::headers::message_id::MessageId;
 use mail_builder::headers::raw::Raw;
 use mail_builder::headers::text::Text;
 
-/// One file to attach, already decoded.
+/// One file to attach, already decoded; its bytes are shared by the
+/// message built from it and the record of the send.
 #[derive(Debug, Clone)]
 pub struct OutgoingAttachment {
     pub filename: String,
     pub content_type: String,
-    pub content: Vec<u8>,
+    pub content: Bytes,
     /// When set, the file is embedded inline and referable as `cid:<id>`.
     pub content_id: Option<String>,
 }
@@ -19,21 +21,23 @@ pub struct OutgoingAttachment {
 /// A named address: (display name, bare address).
 pub type Named = (Option<String>, String);
 
+/// What to build; the bodies and attachments, which may be large, are
+/// borrowed.
 #[derive(Debug, Clone, Default)]
-pub struct Composition {
+pub struct Composition<'a> {
     pub from: Named,
     pub to: Vec<Named>,
     pub cc: Vec<Named>,
     pub reply_to: Option<String>,
     pub subject: String,
-    pub text: Option<String>,
-    pub html: Option<String>,
+    pub text: Option<&'a str>,
+    pub html: Option<&'a str>,
     /// Without angle brackets.
     pub message_id: String,
     pub in_reply_to: Option<String>,
     pub references: Vec<String>,
     pub headers: Vec<(String, String)>,
-    pub attachments: Vec<OutgoingAttachment>,
+    pub attachments: &'a [OutgoingAttachment],
     /// Unix seconds for the Date header.
     pub date: i64,
 }
@@ -49,8 +53,24 @@ fn list(items: &[Named]) -> Address<'static> {
     Address::new_list(items.iter().map(address).collect())
 }
 
-/// Renders the message. Bcc is deliberately absent: it travels only in the envelope.
-pub fn compose(c: &Composition) -> std::io::Result<Vec<u8>> {
+/// About how many bytes [`compose`] writes for `c`: bodies as base64 at
+/// worst, attachments as base64 in lines of 76, and room for headers.
+fn estimated_size(c: &Composition<'_>) -> usize {
+    let encoded = |n: usize| n.div_ceil(57) * 78;
+    let bodies = encoded(c.text.map_or(0, str::len)) + encoded(c.html.map_or(0, str::len));
+    let files: usize = c
+        .attachments
+        .iter()
+        .map(|a| encoded(a.content.len()) + 512)
+        .sum();
+    bodies + files + 8192
+}
+
+/// Renders the message. Bcc is deliberately absent: it travels only in the
+/// envelope. Bodies and attachments are encoded straight from the borrowed
+/// bytes into one buffer sized up front: a large message is not copied on
+/// the way, nor regrown.
+pub fn compose(c: &Composition<'_>) -> std::io::Result<Vec<u8>> {
     let mut b = MessageBuilder::new()
         .from(address(&c.from))
         .subject(Text::new(c.subject.clone()))
@@ -74,23 +94,25 @@ pub fn compose(c: &Composition) -> std::io::Result<Vec<u8>> {
     for (name, value) in &c.headers {
         b = b.header(name.clone(), Raw::new(value.clone()));
     }
-    if let Some(t) = &c.text {
-        b = b.text_body(t.clone());
+    if let Some(t) = c.text {
+        b = b.text_body(t);
     }
-    if let Some(h) = &c.html {
-        b = b.html_body(h.clone());
+    if let Some(h) = c.html {
+        b = b.html_body(h);
     }
-    for a in &c.attachments {
+    for a in c.attachments {
         b = match &a.content_id {
-            Some(cid) => b.inline(a.content_type.clone(), cid.clone(), a.content.clone()),
+            Some(cid) => b.inline(a.content_type.clone(), cid.clone(), a.content.as_ref()),
             None => b.attachment(
                 a.content_type.clone(),
                 a.filename.clone(),
-                a.content.clone(),
+                a.content.as_ref(),
             ),
         };
     }
-    b.write_to_vec()
+    let mut out = Vec::with_capacity(estimated_size(c));
+    b.write_to(&mut out)?;
+    Ok(out)
 }
 
 /// Adds the open-tracking image at the end of the HTML body.
@@ -98,7 +120,14 @@ pub fn with_tracking_pixel(html: &str, url: &str) -> String {
     let img = format!(
         "<img src=\"{url}\" width=\"1\" height=\"1\" alt=\"\" style=\"display:none;border:0\">"
     );
-    match html.to_ascii_lowercase().rfind("</body>") {
+    // Found without a lower-case copy of a body that may be large.
+    let tag = b"</body>";
+    let at = (0..html.len()).rev().find(|&i| {
+        html.as_bytes()
+            .get(i..i + tag.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(tag))
+    });
+    match at {
         Some(pos) => format!("{}{img}{}", &html[..pos], &html[pos..]),
         None => format!("{html}{img}"),
     }
@@ -137,23 +166,23 @@ mod tests {
             cc: vec![(Some("B".into()), "b@x.com".into())],
             reply_to: Some("help@example.com".into()),
             subject: "Hello ünïcode".into(),
-            text: Some("hi".into()),
-            html: Some("<p>hi <img src=\"cid:logo\"></p>".into()),
+            text: Some("hi"),
+            html: Some("<p>hi <img src=\"cid:logo\"></p>"),
             message_id: "abc@example.com".into(),
             in_reply_to: Some("prev@x.com".into()),
             references: vec!["first@x.com".into(), "prev@x.com".into()],
             headers: vec![("X-Campaign".into(), "fall".into())],
-            attachments: vec![
+            attachments: &[
                 OutgoingAttachment {
                     filename: "logo.png".into(),
                     content_type: "image/png".into(),
-                    content: vec![1, 2, 3],
+                    content: Bytes::from_static(&[1, 2, 3]),
                     content_id: Some("logo".into()),
                 },
                 OutgoingAttachment {
                     filename: "report.pdf".into(),
                     content_type: "application/pdf".into(),
-                    content: b"%PDF".to_vec(),
+                    content: Bytes::from_static(b"%PDF"),
                     content_id: None,
                 },
             ],
@@ -175,6 +204,12 @@ mod tests {
         let h = with_tracking_pixel("<html><body>x</body></html>", "http://h/t/o/abc");
         assert!(h.ends_with("<img src=\"http://h/t/o/abc\" width=\"1\" height=\"1\" alt=\"\" style=\"display:none;border:0\"></body></html>"));
         assert!(with_tracking_pixel("x", "u").starts_with("x<img"));
+        // Any case; the last one; bodies shorter than the tag.
+        let h = with_tracking_pixel("<BODY>a</BoDy>b</Body>", "u");
+        assert!(h.starts_with("<BODY>a</BoDy>b<img src=\"u\""), "{h}");
+        assert!(h.ends_with("></Body>"), "{h}");
+        assert!(with_tracking_pixel("</bod", "u").starts_with("</bod<img"));
+        assert!(with_tracking_pixel("", "u").starts_with("<img"));
     }
 
     mod properties {
@@ -213,10 +248,10 @@ mod tests {
                     text: Some("hi".into()),
                     message_id: "m@x.com".into(),
                     headers: vec![("X-Custom".into(), value.clone())],
-                    attachments: vec![OutgoingAttachment {
+                    attachments: &[OutgoingAttachment {
                         filename,
                         content_type: "application/pdf".into(),
-                        content: vec![1, 2, 3],
+                        content: vec![1, 2, 3].into(),
                         content_id: None,
                     }],
                     date: 1_795_305_600,

@@ -23,6 +23,9 @@ mod server;
 
 pub use server::run;
 
+use crate::config::DEFAULT_MESSAGE_MEMORY_BUDGET;
+use crate::core::memory::MemoryBudget;
+
 /// The SIZE advertised and enforced: 30 MiB, like the HTTP body limit.
 pub const MAX_MESSAGE_SIZE: usize = 31_457_280;
 
@@ -53,9 +56,11 @@ pub struct SmtpConfig {
     pub auth_timeout: Duration,
     /// Hard (5xx) errors after which the session is closed.
     pub max_errors: usize,
-    /// Message data all sessions together may hold in memory while
-    /// receiving; a message that finds none left gets 452 4.3.1 (try later).
-    pub max_buffered_bytes: usize,
+    /// Memory for messages being received and stored, shared with large
+    /// HTTP requests: a message reserves what processing it costs (see
+    /// `core::memory`), at MAIL when it declares its SIZE, else as it
+    /// arrives; one that finds too little left gets 452 4.3.1 (try later).
+    pub memory: MemoryBudget,
     /// Offered as STARTTLS when set.
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -73,7 +78,7 @@ impl Default for SmtpConfig {
             session_timeout: Duration::from_secs(600),
             auth_timeout: Duration::from_secs(3),
             max_errors: 20,
-            max_buffered_bytes: 512 * 1024 * 1024,
+            memory: MemoryBudget::new(DEFAULT_MESSAGE_MEMORY_BUDGET),
             tls: None,
         }
     }
@@ -92,7 +97,7 @@ impl std::fmt::Debug for SmtpConfig {
             .field("session_timeout", &self.session_timeout)
             .field("auth_timeout", &self.auth_timeout)
             .field("max_errors", &self.max_errors)
-            .field("max_buffered_bytes", &self.max_buffered_bytes)
+            .field("memory", &self.memory)
             .field("starttls", &self.tls.is_some())
             .finish()
     }
@@ -102,7 +107,10 @@ impl SmtpConfig {
     /// The production settings for `config`, loading the STARTTLS certificate
     /// when one is configured. The error is one line naming the variable.
     pub fn from_config(config: &crate::config::Config) -> Result<SmtpConfig, String> {
-        let mut c = SmtpConfig::default();
+        let mut c = SmtpConfig {
+            memory: MemoryBudget::new(config.message_memory_budget),
+            ..SmtpConfig::default()
+        };
         if let Some(name) = &config.smtp_hostname {
             c.hostname = name.clone();
         }

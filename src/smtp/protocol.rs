@@ -211,6 +211,9 @@ pub enum Action {
     /// Ask the store whether the address is ours, then call
     /// [`Session::recipient_checked`].
     CheckRecipient(String),
+    /// A MAIL declared the message's size: reserve memory for it, then call
+    /// [`Session::admitted`].
+    Admit(usize),
     /// Send the 354 reply and read the message.
     StartData(Reply),
     /// Send the 220 reply and start the TLS handshake.
@@ -234,6 +237,8 @@ pub struct Session {
     helo: Option<String>,
     esmtp: bool,
     mail_from: Option<String>,
+    /// The SIZE the MAIL command declared.
+    declared_size: Option<usize>,
     recipients: Vec<String>,
 }
 
@@ -245,6 +250,7 @@ impl Session {
             helo: None,
             esmtp: false,
             mail_from: None,
+            declared_size: None,
             recipients: Vec::new(),
         }
     }
@@ -259,7 +265,18 @@ impl Session {
 
     fn reset_transaction(&mut self) {
         self.mail_from = None;
+        self.declared_size = None;
         self.recipients.clear();
+    }
+
+    /// Between an accepted MAIL and the end of its DATA (or RSET).
+    pub fn in_transaction(&self) -> bool {
+        self.mail_from.is_some()
+    }
+
+    /// The message size the current MAIL declared, if it did.
+    pub fn declared_size(&self) -> Option<usize> {
+        self.declared_size
     }
 
     /// After a TLS handshake the client starts over with EHLO (RFC 3207).
@@ -307,6 +324,7 @@ impl Session {
                 if self.mail_from.is_some() {
                     return reply(503, "5.5.1 Error: nested MAIL command");
                 }
+                let mut declared = None;
                 for (key, value) in &params {
                     match (key.as_str(), value.as_deref()) {
                         ("SIZE", Some(v)) if self.esmtp => match v.parse::<u64>() {
@@ -316,7 +334,7 @@ impl Session {
                                     "5.3.4 Message size exceeds fixed maximum message size",
                                 );
                             }
-                            Ok(_) => {}
+                            Ok(n) => declared = usize::try_from(n).ok(),
                             Err(_) => return reply(501, "5.5.4 Bad SIZE parameter"),
                         },
                         ("BODY", Some(v))
@@ -331,7 +349,11 @@ impl Session {
                     return reply(501, "5.1.7 Bad sender address syntax");
                 }
                 self.mail_from = Some(from);
-                reply(250, "2.1.0 Ok")
+                self.declared_size = declared;
+                match declared {
+                    Some(size) => Action::Admit(size),
+                    None => reply(250, "2.1.0 Ok"),
+                }
             }
             Command::Rcpt { to, params } => {
                 if self.mail_from.is_none() {
@@ -405,6 +427,18 @@ impl Session {
         }
     }
 
+    /// Whether memory for the declared message could be reserved. If not,
+    /// the MAIL is refused for now (RFC 1870: 452, try later) before the
+    /// client sends the message for nothing.
+    pub fn admitted(&mut self, ok: bool) -> Reply {
+        if ok {
+            Reply::new(250, "2.1.0 Ok")
+        } else {
+            self.reset_transaction();
+            out_of_memory()
+        }
+    }
+
     /// Ends the transaction after DATA, handing over its envelope.
     pub fn take_envelope(&mut self) -> Envelope {
         let env = Envelope {
@@ -415,6 +449,14 @@ impl Session {
         self.reset_transaction();
         env
     }
+}
+
+/// The server cannot take the message now: the client should try later.
+fn out_of_memory() -> Reply {
+    Reply::new(
+        452,
+        "4.3.1 Error: insufficient system resources, try again later",
+    )
 }
 
 /// Collects the lines of DATA: dot-unstuffing, size and line-length limits.
@@ -442,9 +484,18 @@ pub enum DataStep {
 
 impl DataReader {
     pub fn new(max_size: usize) -> DataReader {
+        DataReader::with_prefix(max_size, Vec::new(), 0)
+    }
+
+    /// A reader whose message starts with `prefix` (the trace headers this
+    /// hop adds), with room for `expected` bytes after it: no copy to put
+    /// them in front later, no reallocations while a message of the
+    /// declared size arrives.
+    pub fn with_prefix(max_size: usize, mut prefix: Vec<u8>, expected: usize) -> DataReader {
+        prefix.reserve_exact(expected.min(max_size));
         DataReader {
             max_size,
-            message: Vec::new(),
+            message: prefix,
             received: 0,
             too_big: false,
             line_too_long: false,
@@ -526,10 +577,7 @@ impl DataReader {
         } else if self.line_too_long {
             Err(Reply::new(500, "5.5.2 Error: line too long"))
         } else if self.out_of_memory {
-            Err(Reply::new(
-                452,
-                "4.3.1 Error: insufficient system resources, try again later",
-            ))
+            Err(out_of_memory())
         } else {
             Ok(self.message)
         }
@@ -554,7 +602,7 @@ mod tests {
             Action::Reply(r) | Action::StartData(r) | Action::StartTls(r) | Action::Quit(r) => {
                 r.code
             }
-            Action::CheckRecipient(_) => 0,
+            Action::CheckRecipient(_) | Action::Admit(_) => 0,
         }
     }
 
@@ -635,7 +683,21 @@ mod tests {
         assert_eq!(code(&run(&mut s, "DATA")), 503);
         assert_eq!(code(&run(&mut s, "MAIL FROM:<a@x.test> SIZE=1001")), 552);
         assert_eq!(code(&run(&mut s, "MAIL FROM:<a@x.test> FOO=1")), 555);
-        assert_eq!(code(&run(&mut s, "MAIL FROM:<a@x.test> SIZE=999")), 250);
+        // A declared size is admitted by the server (memory), then answered.
+        assert_eq!(
+            run(&mut s, "MAIL FROM:<a@x.test> SIZE=999"),
+            Action::Admit(999)
+        );
+        assert_eq!(s.declared_size(), Some(999));
+        assert_eq!(s.admitted(false).code, 452);
+        assert!(!s.in_transaction(), "a refused MAIL starts nothing");
+        assert_eq!(code(&run(&mut s, "RCPT TO:<b@y.test>")), 503);
+        assert_eq!(
+            run(&mut s, "MAIL FROM:<a@x.test> SIZE=999"),
+            Action::Admit(999)
+        );
+        assert_eq!(s.admitted(true).code, 250);
+        assert!(s.in_transaction());
         assert_eq!(code(&run(&mut s, "MAIL FROM:<a@x.test>")), 503);
         assert_eq!(code(&run(&mut s, "DATA")), 554);
         assert_eq!(
@@ -655,6 +717,7 @@ mod tests {
         assert_eq!(env.mail_from, "a@x.test");
         assert_eq!(env.helo, "client.test");
         // The transaction is over: a new one starts with MAIL.
+        assert!(!s.in_transaction() && s.declared_size().is_none());
         assert_eq!(code(&run(&mut s, "RCPT TO:<b@y.test>")), 503);
         assert_eq!(code(&run(&mut s, "MAIL FROM:<>")), 250);
         assert_eq!(code(&run(&mut s, "RSET")), 250);

@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc2822;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout, timeout_at};
 use tokio_rustls::TlsAcceptor;
@@ -20,8 +20,9 @@ use super::per_client::PerClient;
 use super::protocol::{Action, DataReader, DataStep, Envelope, Reply, Session, parse_command};
 use crate::core::inbound;
 use crate::core::inbound_auth::{self, Origin, SessionMemo};
+use crate::core::memory::{self, MemoryBudget, Reservation};
 use crate::dns::Dns;
-use crate::store::Db;
+use crate::store::{Backend, Db};
 
 /// How long sessions get to finish after shutdown is asked for.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -30,8 +31,6 @@ const MAX_BUSY_REPLIES: usize = 64;
 /// Replies are written at the latest when this many bytes are waiting.
 const MAX_PENDING_OUTPUT: usize = 64 * 1024;
 const READ_BUFFER: usize = 16 * 1024;
-/// Unit in which message memory is reserved from the shared budget.
-const MEMORY_CHUNK: usize = 64 * 1024;
 /// Lingering close: at most this long and this much input read after the last reply.
 const LINGER: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 1024 * 1024;
@@ -43,8 +42,8 @@ struct Ctx {
     config: Arc<SmtpConfig>,
     tls: Option<TlsAcceptor>,
     stop: watch::Receiver<bool>,
-    /// Shared budget of message memory, in [`MEMORY_CHUNK`]s.
-    memory: Arc<Semaphore>,
+    /// Shared with every session and with large HTTP requests.
+    memory: MemoryBudget,
     /// The end of the session's time ([`SmtpConfig::session_timeout`]).
     deadline: Instant,
     /// Sender checks this session may reuse for its next messages.
@@ -94,9 +93,7 @@ pub async fn run(
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let busy_slots = Arc::new(Semaphore::new(MAX_BUSY_REPLIES));
     let per_client = PerClient::new(config.max_connections_per_ip);
-    let memory = Arc::new(Semaphore::new(
-        (config.max_buffered_bytes / MEMORY_CHUNK).clamp(1, Semaphore::MAX_PERMITS),
-    ));
+    let memory = config.memory.clone();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions: JoinSet<()> = JoinSet::new();
     tokio::pin!(shutdown);
@@ -385,6 +382,8 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
         out.extend_from_slice(g.to_wire().as_bytes());
     }
     let mut line: Vec<u8> = Vec::new();
+    // Memory reserved for the message of the current transaction.
+    let mut reserved: Option<Reservation> = None;
     loop {
         // PIPELINING: answer once the client has nothing more queued.
         if rd.buffer().is_empty() || out.len() > MAX_PENDING_OUTPUT {
@@ -437,6 +436,10 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                 };
                 session.recipient_checked(&address, outcome)
             }
+            Action::Admit(size) => {
+                reserved = ctx.memory.try_reserve(memory::cost(size, ctx.db.backend()));
+                session.admitted(reserved.is_some())
+            }
             Action::Quit(r) => {
                 close_with(&mut rd, &mut out, r, idle).await?;
                 return Ok(Outcome::Closed);
@@ -451,17 +454,35 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
             Action::StartData(r) => {
                 out.extend_from_slice(r.to_wire().as_bytes());
                 write_out(rd.get_mut(), &mut out, idle).await?;
-                match read_data(&mut rd, &mut line, &config, &ctx.memory, ctx.deadline).await? {
-                    DataEnd::Message(raw, reserved) => {
-                        let envelope = session.take_envelope();
-                        let reply = deliver(ctx, session, peer, envelope, raw).await;
-                        drop(reserved);
+                let expected = session.declared_size().unwrap_or(0);
+                let envelope = session.take_envelope();
+                let session_id = crate::ids::random_token(12);
+                // The trace fields go in front of the message as it is read:
+                // no copy of the whole message to prepend them afterwards.
+                let trace = trace_headers(&config, session, peer, &envelope, &session_id);
+                let trace_len = trace.len();
+                let reservation = reserved.take().unwrap_or_else(|| ctx.memory.empty());
+                let reading =
+                    DataReader::with_prefix(config.max_message_size, trace.into_bytes(), expected);
+                let backend = ctx.db.backend();
+                let deadline = ctx.deadline;
+                match read_data(
+                    &mut rd,
+                    &mut line,
+                    &config,
+                    reading,
+                    reservation,
+                    backend,
+                    deadline,
+                )
+                .await?
+                {
+                    DataEnd::Message(raw, reservation) => {
+                        let reply = deliver(ctx, peer, envelope, raw, trace_len).await;
+                        drop(reservation);
                         reply
                     }
-                    DataEnd::Refused(reply) => {
-                        session.take_envelope();
-                        reply
-                    }
+                    DataEnd::Refused(reply) => reply,
                     DataEnd::Close(reply) => {
                         close_with(&mut rd, &mut out, reply, idle).await?;
                         return Ok(Outcome::Closed);
@@ -470,6 +491,9 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
         };
+        if !session.in_transaction() {
+            reserved = None;
+        }
         if reply.is_permanent_error() {
             *errors += 1;
         }
@@ -484,7 +508,7 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
 
 enum DataEnd {
     /// The message, and its share of the memory budget (held until stored).
-    Message(Vec<u8>, Option<OwnedSemaphorePermit>),
+    Message(Vec<u8>, Reservation),
     /// Read to the end, but refused (too big, a line too long).
     Refused(Reply),
     /// Give up on the connection with this reply.
@@ -492,16 +516,17 @@ enum DataEnd {
     Eof,
 }
 
+/// Reads the message into `data`, growing `reserved` to cover what
+/// processing it will cost, stored on `backend`.
 async fn read_data<R: AsyncBufReadExt + Unpin>(
     rd: &mut R,
     line: &mut Vec<u8>,
     config: &SmtpConfig,
-    memory: &Arc<Semaphore>,
+    mut data: DataReader,
+    mut reserved: Reservation,
+    backend: Backend,
     deadline: Instant,
 ) -> io::Result<DataEnd> {
-    let mut data = DataReader::new(config.max_message_size);
-    let mut reserved: Option<OwnedSemaphorePermit> = None;
-    let mut reserved_bytes = 0usize;
     // Past the limit the rest is read and dropped, up to this much.
     let hard_cap = config.max_message_size.saturating_mul(2);
     let timed_out = || DataEnd::Close(timeout_reply(config, deadline));
@@ -529,23 +554,13 @@ async fn read_data<R: AsyncBufReadExt + Unpin>(
                 if data.push_line(line, bare_lf) == DataStep::End {
                     break;
                 }
-                // Reserve memory as the message grows; none left means 452
-                // (never waiting for it, so sessions cannot deadlock).
-                while data.buffered() > reserved_bytes {
-                    match memory.clone().try_acquire_owned() {
-                        Ok(p) => {
-                            match reserved.as_mut() {
-                                Some(r) => r.merge(p),
-                                None => reserved = Some(p),
-                            }
-                            reserved_bytes += MEMORY_CHUNK;
-                        }
-                        Err(_) => {
-                            data.out_of_memory();
-                            reserved = None;
-                            reserved_bytes = usize::MAX;
-                        }
-                    }
+                // Reserve memory as the message grows past what was
+                // reserved; none left means 452 (never waiting for it, so
+                // sessions cannot deadlock). The rest is read and dropped.
+                let cost = memory::cost(data.buffered(), backend);
+                if cost > reserved.bytes() && !reserved.try_grow_to(cost) {
+                    data.out_of_memory();
+                    reserved.release();
                 }
             }
             LineRead::TooLong => {
@@ -623,13 +638,15 @@ fn trace_headers(
     h
 }
 
-/// Checks the sender and stores the message; the reply says whether it was.
+/// Checks the sender, puts our `Authentication-Results` after this hop's
+/// trace fields (the first `trace_len` bytes of `raw`) and stores the
+/// message; the reply says whether it was.
 async fn deliver(
     ctx: &mut Ctx,
-    session: &Session,
     peer: SocketAddr,
     envelope: Envelope,
     mut raw: Vec<u8>,
+    trace_len: usize,
 ) -> Reply {
     let config = ctx.config.clone();
     let origin = Origin {
@@ -642,17 +659,13 @@ async fn deliver(
         &mut ctx.auth_memo,
         origin,
         &mut raw,
+        trace_len,
         &config.hostname,
         config.auth_timeout,
     )
     .await;
-    let session_id = crate::ids::random_token(12);
-    let mut full = trace_headers(&config, session, peer, &envelope, &session_id);
-    full.push_str(&results);
-    let mut full = full.into_bytes();
-    full.extend_from_slice(&raw);
-    drop(raw);
-    match inbound::ingest(&ctx.db, &full, &envelope.recipients).await {
+    raw.splice(trace_len..trace_len, results.into_bytes());
+    match inbound::ingest(&ctx.db, raw.into(), &envelope.recipients).await {
         Ok(stored) if stored.is_empty() => Reply::new(
             550,
             "5.1.1 Error: no recipient of this message exists any more",
@@ -757,7 +770,7 @@ mod tests {
         );
         assert!(h.starts_with("Return-Path: <a@x.test>\r\nReceived: from evilhostfake (127.0.0.1)\r\n\tby mx.test (Pigeonhole) with ESMTP id id1\r\n\tfor <b@y.test>;\r\n\t"), "{h}");
         assert!(h.ends_with("\r\n"));
-        let p = crate::core::inbound::parse(format!("{h}Subject: x\r\n\r\nbody\r\n").as_bytes());
+        let p = crate::core::inbound::parse(&format!("{h}Subject: x\r\n\r\nbody\r\n").into());
         assert_eq!(p.subject, "x");
     }
 }

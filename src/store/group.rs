@@ -13,6 +13,12 @@
 //!
 //! The thread owns its connection and runs statements in place (see
 //! `lite`): no hand-off to another thread per statement.
+//!
+//! A large write (a received message of megabytes, a send with large
+//! attachments) takes the writer a good part of a second. So that a small
+//! write never waits behind several, large writes enter the queue one at a
+//! time (the next once the previous one has committed), and each commits in
+//! a batch of its own: a small write waits for one large write at most.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -22,7 +28,7 @@ use std::task::{Context, Poll};
 use std::path::Path;
 
 use rusqlite::Connection;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use super::{Sql, Tx, TxInner, index_writes, lite};
 
@@ -38,11 +44,22 @@ type Deliver = Box<dyn FnOnce(Option<String>) + Send>;
 
 /// A queued job: runs against the batch's transaction and tells whether it
 /// succeeded (its savepoint is kept) or failed (rolled back).
-type Job = Box<dyn for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, (bool, Deliver)> + Send>;
+type Run = Box<dyn for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, (bool, Deliver)> + Send>;
+
+struct Job {
+    run: Run,
+    /// A large write: alone in its batch (see the module's notes).
+    large: bool,
+}
+
+/// Bytes a write binds from which it counts as large.
+pub const LARGE_WRITE: usize = 1024 * 1024;
 
 #[derive(Clone)]
 pub struct GroupWriter {
     jobs: mpsc::UnboundedSender<Job>,
+    /// One permit: the large write queued or running, until it commits.
+    large_writes: std::sync::Arc<Semaphore>,
     /// The checkpointer runs while any handle holds this.
     _alive: std::sync::Arc<()>,
 }
@@ -75,26 +92,47 @@ impl GroupWriter {
             .spawn(move || checkpoint_while(checkpointer, watch))?;
         Ok(GroupWriter {
             jobs,
+            large_writes: std::sync::Arc::new(Semaphore::new(1)),
             _alive: alive,
         })
+    }
+
+    /// Waits until a write binding `bytes` may be queued: at once for a
+    /// small one; for a large one, once no other large write is queued or
+    /// uncommitted. The permit goes with [`GroupWriter::enqueue`].
+    pub async fn admit(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        if bytes < LARGE_WRITE {
+            return None;
+        }
+        // Never closed; should it be, the write goes without the permit.
+        self.large_writes.clone().acquire_owned().await.ok()
     }
 
     /// Queues `work` at once, in order with earlier calls, to run in a
     /// transaction shared with other queued writes; returns the wait for its
     /// result, which comes once that transaction has committed. An `Err`
-    /// from `work` rolls back exactly what `work` wrote.
-    pub fn enqueue<T, E, F>(&self, work: F) -> JobFuture<'static, Result<T, E>>
+    /// from `work` rolls back exactly what `work` wrote. With the permit of
+    /// a large write (see [`GroupWriter::admit`]) it runs in a batch of its
+    /// own and frees the permit once committed.
+    pub fn enqueue<T, E, F>(
+        &self,
+        large: Option<OwnedSemaphorePermit>,
+        work: F,
+    ) -> JobFuture<'static, Result<T, E>>
     where
         T: Send + 'static,
         E: From<sqlx::Error> + Send + 'static,
         F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel::<Result<T, E>>();
-        let job: Job = Box::new(move |tx: &mut Tx| {
+        let is_large = large.is_some();
+        let run: Run = Box::new(move |tx: &mut Tx| {
             Box::pin(async move {
                 let result = work(tx).await;
                 let ok = result.is_ok();
                 let deliver: Deliver = Box::new(move |commit_error: Option<String>| {
+                    // Committed (or failed): the next large write may queue.
+                    drop(large);
                     let outcome = match (result, commit_error) {
                         (Ok(value), None) => Ok(value),
                         (Ok(_), Some(why)) => Err(E::from(batch_error(why))),
@@ -106,7 +144,13 @@ impl GroupWriter {
                 (ok, deliver)
             })
         });
-        let queued = self.jobs.send(job).is_ok();
+        let queued = self
+            .jobs
+            .send(Job {
+                run,
+                large: is_large,
+            })
+            .is_ok();
         Box::pin(async move {
             if !queued {
                 return Err(E::from(batch_error(
@@ -131,11 +175,25 @@ async fn run(conn: Connection, mut rx: mpsc::UnboundedReceiver<Job>) {
     // Jobs borrow the connection as a `Tx`; the transactions around them
     // are this loop's.
     let mut tx = Tx::lite(conn);
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+    // A large job met while filling a batch: it starts the next one.
+    let mut held: Option<Job> = None;
+    loop {
+        let first = match held.take() {
+            Some(job) => job,
+            None => match rx.recv().await {
+                Some(job) => job,
+                None => break,
+            },
+        };
+        let mut batch = vec![first.run];
+        // A large job commits alone; small ones are joined until a large one.
+        while !first.large && batch.len() < MAX_BATCH {
             match rx.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(job) if job.large => {
+                    held = Some(job);
+                    break;
+                }
+                Ok(job) => batch.push(job.run),
                 Err(_) => break,
             }
         }
@@ -157,7 +215,7 @@ fn checkpoint_while(conn: Connection, alive: std::sync::Weak<()>) {
 }
 
 /// Runs a batch in one transaction, leaving none open whatever happened.
-async fn run_batch(tx: &mut Tx, batch: Vec<Job>) {
+async fn run_batch(tx: &mut Tx, batch: Vec<Run>) {
     // IMMEDIATE: take the write lock now, waiting (busy timeout) for a
     // writer on another connection, rather than fail on the first write.
     if let Err(e) = control(tx, "BEGIN IMMEDIATE").await {
@@ -255,6 +313,7 @@ fn fail_all(delivers: Vec<Deliver>, why: String) {
 
 #[cfg(test)]
 mod tests {
+    use super::LARGE_WRITE;
     use crate::sql;
     use crate::store::tests::TempSqlite;
     use crate::store::{FtsIndex, IndexWrite, RowExt};
@@ -368,6 +427,82 @@ mod tests {
             ))
             .await;
         assert!(refused.is_err(), "a lookup wrote");
+        temp.remove().await;
+    }
+
+    /// A write that takes `ms` in the writer; when it finished, from `start`.
+    fn slow_write(
+        db: &crate::store::Db,
+        bytes: usize,
+        ms: u64,
+        start: std::time::Instant,
+    ) -> tokio::task::JoinHandle<std::time::Duration> {
+        let db = db.clone();
+        tokio::spawn(async move {
+            db.write_sized(bytes, move |_tx| {
+                Box::pin(async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                    Ok::<(), sqlx::Error>(())
+                })
+            })
+            .await
+            .unwrap();
+            start.elapsed()
+        })
+    }
+
+    /// Large writes enter the queue one at a time: a small write queued while
+    /// one runs is not kept waiting by the next.
+    #[tokio::test]
+    async fn a_small_write_waits_for_one_large_write_at_most() {
+        let temp = TempSqlite::new("group-large").await;
+        let db = temp.db.clone();
+        let start = std::time::Instant::now();
+        let pause = || tokio::time::sleep(std::time::Duration::from_millis(30));
+        let first = slow_write(&db, LARGE_WRITE, 300, start);
+        pause().await;
+        let second = slow_write(&db, LARGE_WRITE, 300, start);
+        pause().await;
+        let small = slow_write(&db, 10, 0, start);
+        let (first, second, small) = (
+            first.await.unwrap(),
+            second.await.unwrap(),
+            small.await.unwrap(),
+        );
+        assert!(
+            first < small && small < second,
+            "{first:?} {small:?} {second:?}"
+        );
+        temp.remove().await;
+    }
+
+    /// A large write commits alone: a small write queued before it, in the
+    /// same batch, does not wait for it.
+    #[tokio::test]
+    async fn a_large_write_is_a_batch_of_its_own() {
+        let temp = TempSqlite::new("group-alone").await;
+        let db = temp.db.clone();
+        let start = std::time::Instant::now();
+        let pause = || tokio::time::sleep(std::time::Duration::from_millis(30));
+        // Keeps the writer busy while the next two queue up together.
+        let busy = slow_write(&db, 10, 200, start);
+        pause().await;
+        let small = slow_write(&db, 10, 0, start);
+        pause().await;
+        let large = slow_write(&db, LARGE_WRITE, 300, start);
+        let (busy, small, large) = (
+            busy.await.unwrap(),
+            small.await.unwrap(),
+            large.await.unwrap(),
+        );
+        assert!(
+            small < busy + std::time::Duration::from_millis(150),
+            "{busy:?} {small:?}"
+        );
+        assert!(
+            large > small + std::time::Duration::from_millis(250),
+            "{small:?} {large:?}"
+        );
         temp.remove().await;
     }
 

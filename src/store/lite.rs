@@ -127,7 +127,8 @@ fn bind(stmt: &mut rusqlite::CachedStatement<'_>, args: &[Value]) -> Result<(), 
         let bound = match value {
             Value::Int(v) => stmt.raw_bind_parameter(index, v),
             Value::Text(v) => stmt.raw_bind_parameter(index, v),
-            Value::Bytes(v) => stmt.raw_bind_parameter(index, v),
+            Value::Bytes(v) => stmt.raw_bind_parameter(index, v.as_deref()),
+            Value::SharedText(v) => stmt.raw_bind_parameter(index, v.as_str()),
         };
         bound.map_err(convert)?;
     }

@@ -9,6 +9,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use bytes::Bytes;
 use sqlx::any::{AnyArguments, AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{Any, AnyPool, Arguments, ConnectOptions, Executor, Row};
 
@@ -196,16 +197,126 @@ pub struct Db {
 }
 
 /// A bind parameter. Typed nulls keep PostgreSQL's parameter types right.
+/// Bytes and [`SharedText`] are shared, not copied: a message's raw MIME or
+/// an attachment costs nothing more when a statement is cloned (joined
+/// inserts, a retried write) or bound.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Int(Option<i64>),
     Text(Option<String>),
-    Bytes(Option<Vec<u8>>),
+    Bytes(Option<Bytes>),
+    /// Text that may be large (a message body).
+    SharedText(SharedText),
 }
 
 impl From<Vec<u8>> for Value {
     fn from(v: Vec<u8>) -> Self {
+        Value::Bytes(Some(Bytes::from(v)))
+    }
+}
+
+impl From<Bytes> for Value {
+    fn from(v: Bytes) -> Self {
         Value::Bytes(Some(v))
+    }
+}
+
+impl From<SharedText> for Value {
+    fn from(v: SharedText) -> Self {
+        Value::SharedText(v)
+    }
+}
+
+impl From<&SharedText> for Value {
+    fn from(v: &SharedText) -> Self {
+        Value::SharedText(v.clone())
+    }
+}
+
+/// UTF-8 text in shared bytes: a slice of a received message's raw bytes,
+/// or a string handed over whole. Cloning or slicing it copies nothing.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SharedText(Bytes);
+
+/// `part` without a copy when it lies within `whole` (a slice of it), else
+/// a copy of it.
+pub fn share_within(whole: &Bytes, part: &[u8]) -> Bytes {
+    let start = whole.as_ptr() as usize;
+    let at = part.as_ptr() as usize;
+    if !part.is_empty() && at >= start && at + part.len() <= start + whole.len() {
+        whole.slice_ref(part)
+    } else {
+        Bytes::copy_from_slice(part)
+    }
+}
+
+impl SharedText {
+    /// `part` without a copy when it lies within `whole`, else a copy of it.
+    pub fn within(whole: &Bytes, part: &str) -> SharedText {
+        SharedText(share_within(whole, part.as_bytes()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Built only from `str`s, so always UTF-8.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// At most the first `max` bytes, cut at a character boundary; shared.
+    pub fn prefix(&self, max: usize) -> SharedText {
+        let s = self.as_str();
+        if s.len() <= max {
+            return self.clone();
+        }
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        SharedText(self.0.slice(..end))
+    }
+}
+
+impl From<String> for SharedText {
+    fn from(s: String) -> Self {
+        SharedText(Bytes::from(s))
+    }
+}
+
+impl From<&str> for SharedText {
+    fn from(s: &str) -> Self {
+        SharedText(Bytes::copy_from_slice(s.as_bytes()))
+    }
+}
+
+impl std::ops::Deref for SharedText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Debug for SharedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq<str> for SharedText {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for SharedText {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
     }
 }
 
@@ -320,11 +431,13 @@ impl Sql {
 
     fn arguments(&self) -> Result<AnyArguments<'_>, sqlx::Error> {
         let mut args = AnyArguments::default();
+        // Borrowed: the driver copies each value once, into what it sends.
         for v in &self.args {
             let res = match v {
                 Value::Int(i) => args.add(*i),
-                Value::Text(t) => args.add(t.clone()),
-                Value::Bytes(b) => args.add(b.clone()),
+                Value::Text(t) => args.add(t.as_deref()),
+                Value::Bytes(b) => args.add(b.as_deref()),
+                Value::SharedText(t) => args.add(t.as_str()),
             };
             res.map_err(sqlx::Error::Encode)?;
         }
@@ -778,22 +891,41 @@ impl Db {
         E: From<sqlx::Error> + Send + 'static,
         F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
     {
-        self.write_queued(work).await.await
+        self.write_queued_sized(0, work).await.await
+    }
+
+    /// As [`Db::write`], for a write that binds about `bytes` (a received
+    /// message, a send's attachments): on SQLite a large one waits for the
+    /// large write before it to commit, then commits alone, so that small
+    /// writes never queue behind several (see `group`).
+    pub async fn write_sized<T, E, F>(&self, bytes: usize, work: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<sqlx::Error> + Send + 'static,
+        F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
+    {
+        self.write_queued_sized(bytes, work).await.await
     }
 
     /// As [`Db::write`], but returns as soon as the write is queued (SQLite)
     /// or started on a task of its own (PostgreSQL), with the wait for its
     /// result: a caller can start several writes and wait for them together.
     /// On SQLite they commit in the order queued; on PostgreSQL they run side
-    /// by side.
-    pub async fn write_queued<T, E, F>(&self, work: F) -> JobFuture<'static, Result<T, E>>
+    /// by side. `bytes` is about what the write binds (see
+    /// [`Db::write_sized`]).
+    pub async fn write_queued_sized<T, E, F>(
+        &self,
+        bytes: usize,
+        work: F,
+    ) -> JobFuture<'static, Result<T, E>>
     where
         T: Send + 'static,
         E: From<sqlx::Error> + Send + 'static,
         F: for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<T, E>> + Send + 'static,
     {
         if let Some(group) = &self.group {
-            return group.enqueue(work);
+            let large = group.admit(bytes).await;
+            return group.enqueue(large, work);
         }
         // Its own task, as on SQLite: the write finishes even if the caller
         // goes away, and a batch need not wait for one record before
@@ -1050,6 +1182,23 @@ pub(crate) mod tests {
         assert!(is_unique_violation(&duplicate.unwrap_err()));
         assert_eq!(probe_rows(&db).await, 3);
         db.close().await;
+    }
+
+    #[test]
+    fn shared_text_is_sliced_not_copied_and_cut_between_characters() {
+        let whole = Bytes::from("hé wörld".to_string());
+        let text = std::str::from_utf8(&whole).unwrap();
+        let inside = SharedText::within(&whole, &text[4..]);
+        assert_eq!(inside, "wörld");
+        assert_eq!(inside.as_ptr(), text[4..].as_ptr(), "a slice of `whole`");
+        let elsewhere = SharedText::within(&whole, "wörld");
+        assert_eq!(elsewhere, "wörld");
+        assert_ne!(elsewhere.as_ptr(), text[4..].as_ptr(), "a copy");
+        // "ö" is two bytes: a cut inside it moves back to its start.
+        assert_eq!(inside.prefix(2), "w");
+        assert_eq!(inside.prefix(3), "wö");
+        assert_eq!(inside.prefix(100), "wörld");
+        assert_eq!(inside.prefix(3).as_ptr(), inside.as_ptr());
     }
 
     #[tokio::test]

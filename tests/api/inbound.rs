@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use pigeonhole::core::inbound;
+use pigeonhole::core::memory::MemoryBudget;
 use pigeonhole::core::messages::{self, Message};
 use pigeonhole::smtp::SmtpConfig;
 use pigeonhole::sql;
@@ -546,7 +547,10 @@ async fn a_repeated_message_id_is_stored_once() {
     // (through the ingestion path) dedupe too, different ones do not.
     let raw = b"From: ann@external.test\r\nSubject: No id\r\n\r\nbody\r\n";
     let recipients = vec!["inbox@ours.test".to_string()];
-    let first = inbound::ingest(&t.app.db, raw, &recipients).await.unwrap();
+    let raw = bytes::Bytes::from_static(raw);
+    let first = inbound::ingest(&t.app.db, raw.clone(), &recipients)
+        .await
+        .unwrap();
     let again = inbound::ingest(&t.app.db, raw, &recipients).await.unwrap();
     assert_eq!(first.len(), 1);
     assert!(!first[0].duplicate && again[0].duplicate);
@@ -561,7 +565,7 @@ async fn a_repeated_message_id_is_stored_once() {
         let raw = raw.clone();
         let recipients = recipients.clone();
         tasks.push(tokio::spawn(async move {
-            inbound::ingest(&db, &raw, &recipients).await
+            inbound::ingest(&db, raw.into(), &recipients).await
         }));
     }
     let mut stored_now = 0;
@@ -581,7 +585,7 @@ async fn a_repeated_message_id_is_stored_once() {
     assert_eq!(n, 1);
 
     // Nothing local: nothing stored, no error.
-    let none = inbound::ingest(&t.app.db, &raw, &["x@elsewhere.test".to_string()])
+    let none = inbound::ingest(&t.app.db, raw.into(), &["x@elsewhere.test".to_string()])
         .await
         .unwrap();
     assert!(none.is_empty());
@@ -1324,7 +1328,7 @@ fn bad_smtp_tls_settings_stop_serve_with_one_line() {
 #[tokio::test]
 async fn message_memory_is_bounded_across_sessions() {
     let t = setup_with(SmtpConfig {
-        max_buffered_bytes: 128 * 1024,
+        memory: MemoryBudget::new(128 * 1024),
         ..test_config()
     })
     .await;

@@ -229,9 +229,13 @@ async fn deleting_a_mailbox_deletes_its_mail() {
         .await
         .body;
     let raw = b"From: z@y.com\r\nTo: a@example.com\r\nSubject: in\r\nMessage-ID: <in1@y.com>\r\n\r\nhello\r\n";
-    pigeonhole::core::inbound::ingest(&app.db, raw, &["a@example.com".to_string()])
-        .await
-        .unwrap();
+    pigeonhole::core::inbound::ingest(
+        &app.db,
+        bytes::Bytes::from_static(raw),
+        &["a@example.com".to_string()],
+    )
+    .await
+    .unwrap();
     let r = app
         .delete(&format!(
             "/api/v1/mailboxes/{}?confirm=true",

@@ -15,6 +15,7 @@ mod http_edge;
 mod idempotency;
 mod inbound;
 mod mailboxes;
+mod message_memory;
 mod openapi;
 mod ops;
 mod reach_writes;

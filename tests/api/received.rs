@@ -44,9 +44,13 @@ fn mail(from: &str, subject: &str, body: &str, id: &str, extra: &str) -> Vec<u8>
 }
 
 async fn receive(app: &TestApp, raw: &[u8]) -> String {
-    let stored = inbound::ingest(&app.db, raw, &["support@example.com".to_string()])
-        .await
-        .unwrap();
+    let stored = inbound::ingest(
+        &app.db,
+        bytes::Bytes::copy_from_slice(raw),
+        &["support@example.com".to_string()],
+    )
+    .await
+    .unwrap();
     assert_eq!(stored.len(), 1);
     stored[0].id.clone()
 }

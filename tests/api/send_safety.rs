@@ -111,9 +111,13 @@ async fn subjects_whose_lower_case_changes_length_are_sent_listed_and_threaded()
     let first = app.post("/api/v1/emails", send_body("Re:\u{212a}")).await;
     let raw = "From: a@b.com\r\nTo: team@example.com\r\nSubject: Re: re:\u{212a}\r\n\
                Message-ID: <answer@b.com>\r\n\r\nanswer\r\n";
-    let stored = inbound::ingest(&app.db, raw.as_bytes(), &["team@example.com".into()])
-        .await
-        .expect("ingested");
+    let stored = inbound::ingest(
+        &app.db,
+        raw.as_bytes().to_vec().into(),
+        &["team@example.com".into()],
+    )
+    .await
+    .expect("ingested");
     assert_eq!(stored.len(), 1);
     let thread_of_first = app
         .get(&format!(
@@ -403,7 +407,7 @@ async fn a_reply_lists_at_most_100_attachments_and_counts_them_all() {
         let message_id = format!("many-{n}@b.com");
         let stored = inbound::ingest(
             &app.db,
-            &with_attachments(n, &message_id),
+            with_attachments(n, &message_id).into(),
             &["team@example.com".into()],
         )
         .await
