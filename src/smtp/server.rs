@@ -18,7 +18,7 @@ use tokio_rustls::TlsAcceptor;
 use super::SmtpConfig;
 use super::protocol::{Action, DataReader, DataStep, Envelope, Reply, Session, parse_command};
 use crate::core::inbound;
-use crate::core::memory::{self, MemoryBudget, Reservation};
+use crate::core::memory::{self, Reservation};
 use crate::store::{Backend, Db};
 
 /// How long sessions get to finish after shutdown is asked for.
@@ -37,8 +37,6 @@ struct Ctx {
     config: Arc<SmtpConfig>,
     tls: Option<TlsAcceptor>,
     stop: watch::Receiver<bool>,
-    /// Shared with every session and with large HTTP requests.
-    memory: MemoryBudget,
 }
 
 /// Serves SMTP on `listener` until `shutdown` resolves; then stops accepting,
@@ -55,7 +53,6 @@ pub async fn run(
     let tls = config.tls.clone().map(TlsAcceptor::from);
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let busy_slots = Arc::new(Semaphore::new(MAX_BUSY_REPLIES));
-    let memory = config.memory.clone();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions: JoinSet<()> = JoinSet::new();
     tokio::pin!(shutdown);
@@ -81,7 +78,6 @@ pub async fn run(
                     config: config.clone(),
                     tls: tls.clone(),
                     stop: stop_rx.clone(),
-                    memory: memory.clone(),
                 };
                 sessions.spawn(async move {
                     let _permit = permit;
@@ -353,7 +349,8 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                 session.recipient_checked(&address, outcome)
             }
             Action::Admit(size) => {
-                reserved = ctx.memory.try_reserve(memory::cost(size, ctx.db.backend()));
+                let cost = memory::cost(size, ctx.db.backend());
+                reserved = config.memory.try_reserve(cost);
                 session.admitted(reserved.is_some())
             }
             Action::Quit(r) => {
@@ -376,7 +373,7 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                 // The trace headers go in front of the message as it is read:
                 // no copy of the whole message to prepend them afterwards.
                 let trace = trace_headers(&config, session, peer, &envelope, &session_id);
-                let reservation = reserved.take().unwrap_or_else(|| ctx.memory.empty());
+                let reservation = reserved.take().unwrap_or_else(|| config.memory.empty());
                 let reading =
                     DataReader::with_prefix(config.max_message_size, trace.into_bytes(), expected);
                 let backend = ctx.db.backend();
