@@ -85,6 +85,16 @@ async fn database_url(phase: &str) -> anyhow::Result<String> {
     ))
 }
 
+/// Removes a phase's SQLite files (gigabytes of messages); a PostgreSQL
+/// database stays, as the other benchmarks leave theirs.
+fn remove_database(url: &str) {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{path}{suffix}"));
+        }
+    }
+}
+
 fn server_binary() -> anyhow::Result<PathBuf> {
     if let Ok(p) = std::env::var("PIGEONHOLE_BENCH_BIN") {
         return Ok(PathBuf::from(p));
@@ -525,6 +535,7 @@ async fn smtp_phase(count: usize, size: usize, text: bool, retry: Duration) -> a
     .await?;
     let (stored, stored_bytes) = (row.int("n")?, row.int("bytes")?);
     db.close().await;
+    remove_database(&url);
 
     println!(
         "SMTP: {count} × {:.1} MiB ({}) at once, backend {}",
@@ -715,6 +726,7 @@ async fn http_phase(count: usize, size: usize, idempotency: bool) -> anyhow::Res
     .await?;
     let (stored, stored_bytes) = (row.int("n")?, row.int("bytes")?);
     db.close().await;
+    remove_database(&url);
 
     println!(
         "HTTP: {count} × {:.1} MiB POST /emails at once{}, backend {}",
