@@ -465,6 +465,35 @@ where
     })
 }
 
+/// With `--max-rss-mib N` and `--max-probe-ms M` (as CI runs it), an error
+/// when the peak RSS or the slowest small probe went past them, or a probe
+/// failed.
+fn check_bounds(
+    what: &str,
+    hwm: u64,
+    times: &[Duration],
+    failures: &[String],
+) -> anyhow::Result<()> {
+    let max_rss = arg("--max-rss-mib", 0) as u64;
+    if max_rss > 0 {
+        anyhow::ensure!(
+            hwm <= max_rss * MIB as u64,
+            "{what}: peak RSS {:.0} MiB is over {max_rss} MiB",
+            mib(hwm)
+        );
+    }
+    let max_probe = arg("--max-probe-ms", 0) as u128;
+    if max_probe > 0 {
+        anyhow::ensure!(failures.is_empty(), "{what}: probes failed: {failures:?}");
+        let slowest = times.iter().max().map_or(0, Duration::as_millis);
+        anyhow::ensure!(
+            slowest <= max_probe,
+            "{what}: the slowest small probe took {slowest} ms, over {max_probe} ms"
+        );
+    }
+    Ok(())
+}
+
 fn latency_line(times: &mut [Duration], failures: &[String]) -> String {
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -576,6 +605,7 @@ async fn smtp_phase(count: usize, size: usize, text: bool, retry: Duration) -> a
         "  stored rows: {stored}, raw bytes {:.1} MiB",
         mib(stored_bytes as u64)
     );
+    check_bounds("SMTP", hwm, &times, &failures)?;
     anyhow::ensure!(
         stored as u64 == tally.accepted.load(Ordering::Relaxed),
         "{stored} stored but {} accepted",
@@ -767,6 +797,7 @@ async fn http_phase(count: usize, size: usize, idempotency: bool) -> anyhow::Res
         "  recorded sends with their attachment: {stored}, attachment bytes {:.1} MiB",
         mib(stored_bytes as u64)
     );
+    check_bounds("HTTP", hwm, &times, &failures)?;
     Ok(())
 }
 

@@ -312,5 +312,13 @@ async fn main() -> anyhow::Result<()> {
         counts.closed_by_server.load(Relaxed),
         counts.connect_errors.load(Relaxed)
     );
+    // `--require-healthz` (as CI runs it): every health check under the
+    // flood must have answered.
+    if std::env::args().any(|a| a == "--require-healthz") {
+        anyhow::ensure!(
+            flood_h.failed == 0 && rest_h.failed == 0,
+            "/healthz failed under the flood"
+        );
+    }
     Ok(())
 }

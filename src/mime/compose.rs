@@ -245,7 +245,7 @@ mod tests {
                     from: (name, "a@x.com".into()),
                     to: vec![(None, "b@y.com".into())],
                     subject: subject.clone(),
-                    text: Some("hi".into()),
+                    text: Some("hi"),
                     message_id: "m@x.com".into(),
                     headers: vec![("X-Custom".into(), value.clone())],
                     attachments: &[OutgoingAttachment {
