@@ -180,7 +180,10 @@ impl Server {
             .env("PIGEONHOLE_SMTP_LISTEN", smtp.to_string())
             .env("PIGEONHOLE_ENV", "development")
             .env("PIGEONHOLE_RATE_LIMIT", "1000000")
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .spawn()?;
         let pid = child.id();
@@ -263,8 +266,15 @@ struct SmtpConn {
 }
 
 impl SmtpConn {
+    /// Each connection comes from a loopback address of its own (127.3.x.y),
+    /// as many senders' would: the server caps sessions per client address.
     async fn open(addr: SocketAddr) -> anyhow::Result<SmtpConn> {
-        let stream = TcpStream::connect(addr).await?;
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed) % 60_000;
+        let source = std::net::Ipv4Addr::new(127, 3, (n / 250) as u8, (n % 250 + 1) as u8);
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(source.into(), 0))?;
+        let stream = socket.connect(addr).await?;
         stream.set_nodelay(true)?;
         let (r, w) = stream.into_split();
         let mut c = SmtpConn {

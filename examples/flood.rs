@@ -224,7 +224,10 @@ fn start_server() -> anyhow::Result<(Server, SocketAddr, SocketAddr)> {
             "PIGEONHOLE_DATABASE_URL",
             format!("sqlite://{}", db.display()),
         )
-        .env("RUST_LOG", "warn")
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", binary.display()))?;
     Ok((Server(child), http, smtp))
