@@ -10,10 +10,10 @@ use tower_http::trace::TraceLayer;
 
 use crate::api;
 use crate::api::metrics::Metrics;
-use crate::api::pagination::CursorSigner;
 use crate::api::rate_limit::RateLimiter;
 use crate::config::{Config, ProviderKind};
 use crate::core::memory::MemoryBudget;
+use crate::core::paging::CursorSigner;
 use crate::core::quota::QuotaGuard;
 use crate::dns::Dns;
 use crate::provider::ses::SesProvider;

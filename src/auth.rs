@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::clock;
-use crate::error::ApiError;
+use crate::core::error::CoreError;
 use crate::ids;
 use crate::sql;
 use crate::store::{Db, RowExt, Sql};
@@ -197,11 +197,11 @@ pub struct ApiKey {
 }
 
 impl ApiKey {
-    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+    pub fn require(&self, scope: Scope) -> Result<(), CoreError> {
         if self.scopes.contains(&scope) {
             Ok(())
         } else {
-            Err(ApiError::MissingScope {
+            Err(CoreError::MissingScope {
                 required: scope.as_str(),
                 scopes: self.scopes.iter().map(|s| s.as_str().to_string()).collect(),
             })
@@ -209,11 +209,11 @@ impl ApiKey {
     }
 
     /// 403 for account-wide operations attempted by a narrower key.
-    pub fn require_account_reach(&self, what: &str) -> Result<(), ApiError> {
+    pub fn require_account_reach(&self, what: &str) -> Result<(), CoreError> {
         if self.reach.is_account() {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(format!(
+            Err(CoreError::Forbidden(format!(
                 "{what} needs a key that reaches the whole account"
             )))
         }
@@ -221,11 +221,11 @@ impl ApiKey {
 
     /// 403 for a change to the domain `name` by a key that does not reach
     /// all of it (an address reach; spec §5).
-    pub fn require_whole_domain(&self, name: &str, what: &str) -> Result<(), ApiError> {
+    pub fn require_whole_domain(&self, name: &str, what: &str) -> Result<(), CoreError> {
         if self.reach.covers_whole_domain(name) {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(format!(
+            Err(CoreError::Forbidden(format!(
                 "{what} needs a key that reaches the whole domain {name}"
             )))
         }

@@ -4,12 +4,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-/// One problem with one field of a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldProblem {
-    pub param: String,
-    pub message: String,
-}
+use crate::core::error::{CoreError, UpstreamKind};
+pub use crate::core::error::{FieldProblem, Problems};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -166,6 +162,58 @@ impl ApiError {
     }
 }
 
+/// Each rule's failure answered with its status, once.
+impl From<CoreError> for ApiError {
+    fn from(e: CoreError) -> Self {
+        match e {
+            CoreError::NotFound(what) => ApiError::NotFound(what),
+            CoreError::Invalid(problems) => ApiError::Invalid(problems),
+            CoreError::Conflict {
+                message,
+                retry_after,
+            } => ApiError::Conflict {
+                message,
+                retry_after,
+            },
+            CoreError::Forbidden(m) => ApiError::Forbidden(m),
+            CoreError::MissingScope { required, scopes } => {
+                ApiError::MissingScope { required, scopes }
+            }
+            CoreError::RateLimited {
+                message,
+                retry_after,
+            } => ApiError::RateLimited {
+                message,
+                retry_after,
+            },
+            CoreError::Upstream { kind, message } => ApiError::Upstream {
+                status: match kind {
+                    UpstreamKind::Unreachable => 502,
+                    UpstreamKind::Unavailable => 503,
+                },
+                message,
+            },
+            CoreError::SentNotRecorded {
+                message,
+                id,
+                provider_message_id,
+            } => ApiError::SentNotRecorded {
+                message,
+                id,
+                provider_message_id,
+            },
+            CoreError::Busy {
+                message,
+                retry_after,
+            } => ApiError::Busy {
+                message,
+                retry_after,
+            },
+            CoreError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
         ApiError::Internal(anyhow::Error::new(e).context("database"))
@@ -196,46 +244,6 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         resp
-    }
-}
-
-/// Collects every problem of a request; the first names `param`.
-#[derive(Debug, Default)]
-pub struct Problems(Vec<FieldProblem>);
-
-impl Problems {
-    pub fn new() -> Problems {
-        Problems(Vec::new())
-    }
-
-    pub fn add(&mut self, param: impl Into<String>, message: impl Into<String>) {
-        self.0.push(FieldProblem {
-            param: param.into(),
-            message: message.into(),
-        });
-    }
-
-    /// Records the error of a validated conversion and yields its value if any.
-    pub fn check<T>(&mut self, param: &str, r: Result<T, String>) -> Option<T> {
-        match r {
-            Ok(v) => Some(v),
-            Err(m) => {
-                self.add(param, m);
-                None
-            }
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn finish(self) -> Result<(), ApiError> {
-        if self.0.is_empty() {
-            Ok(())
-        } else {
-            Err(ApiError::Invalid(self.0))
-        }
     }
 }
 

@@ -10,6 +10,7 @@ pub mod dns_test_server;
 pub mod error;
 pub mod ids;
 pub mod mime;
+pub mod model;
 pub mod provider;
 pub mod server;
 pub mod smtp;

@@ -5,6 +5,7 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use crate::api::extract::{Auth, Params};
+use crate::api::pagination::ReadPage;
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::clock;

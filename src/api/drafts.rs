@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::api::extract::{ApiJson, Auth, Params};
+use crate::api::pagination::ReadPage;
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::core::drafts::{self, DraftContent};

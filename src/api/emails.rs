@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::api::attachments;
 use crate::api::extract::{Auth, Params, RawBody, parse_json};
+use crate::api::pagination::ReadPage;
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
 use crate::core::idempotency::{self, Begin};
@@ -262,17 +263,17 @@ pub async fn batch(
         let mut started = Vec::with_capacity(items.len());
         for item in items {
             let input = match parse_send(item) {
-                Ok(body) => sending::validate_aside(body).await,
+                Ok(body) => sending::validate_aside(body).await.map_err(ApiError::from),
                 Err(e) => Err(e),
             };
             started.push(match input {
-                Ok(input) => sending::start(&s, &key, input).await,
+                Ok(input) => sending::start(&s, &key, input).await.map_err(ApiError::from),
                 Err(e) => Err(e),
             });
         }
         for (index, pending) in started.into_iter().enumerate() {
             let outcome = match pending {
-                Ok(p) => p.finish().await,
+                Ok(p) => p.finish().await.map_err(ApiError::from),
                 Err(e) => Err(e),
             };
             match outcome {

@@ -3,8 +3,6 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
 
 use crate::api::extract::{ApiJson, Auth};
 use crate::app::AppState;
@@ -12,43 +10,47 @@ use crate::auth::Scope;
 use crate::core::labels::{self, DEFAULT_COLOR};
 use crate::core::validate;
 use crate::error::{ApiError, ApiResult, Problems};
+use crate::model::labels::{Label, LabelCreate, LabelObject, LabelUpdate};
+use crate::model::{Deleted, List};
 
-#[derive(Deserialize)]
-pub struct LabelBody {
-    name: Option<String>,
-    color: Option<String>,
-}
-
-pub async fn list(State(s): State<AppState>, Auth(key): Auth) -> ApiResult<Json<Value>> {
+/// List labels
+#[utoipa::path(get, path = "/labels", operation_id = "listLabels",
+    security(("bearer" = ["mail:read"])),
+    responses((status = 200, description = "Every label.", body = List<Label>)))]
+pub async fn list(State(s): State<AppState>, Auth(key): Auth) -> ApiResult<Json<List<Label>>> {
     key.require(Scope::MailRead)?;
-    let data: Vec<Value> = labels::list(&s.db)
+    let data = labels::list(&s.db)
         .await?
         .iter()
-        .map(|l| l.to_json())
+        .map(|l| l.to_wire())
         .collect();
-    Ok(Json(
-        json!({"object": "list", "data": data, "has_more": false}),
-    ))
+    Ok(Json(List::whole(data)))
 }
 
+/// Read a label
+#[utoipa::path(get, path = "/labels/{id}", operation_id = "getLabel",
+    params(("id" = String, Path, description = "The label id (`lbl_…`) or its name.")),
+    security(("bearer" = ["mail:read"])),
+    responses((status = 200, description = "The label.", body = Label)))]
 pub async fn get(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Label>> {
     key.require(Scope::MailRead)?;
     let l = labels::find(&s.db, &id)
         .await?
         .ok_or(ApiError::NotFound("label"))?;
-    Ok(Json(l.to_json()))
+    Ok(Json(l.to_wire()))
 }
 
 fn check(
-    body: &LabelBody,
+    name: Option<&str>,
+    color: Option<&str>,
     name_required: bool,
 ) -> Result<(Option<String>, Option<String>), ApiError> {
     let mut p = Problems::new();
-    let name = match &body.name {
+    let name = match name {
         Some(n) => p.check("name", labels::validate_name(n)),
         None if name_required => {
             p.add("name", "is required");
@@ -56,56 +58,78 @@ fn check(
         }
         None => None,
     };
-    let color = body
-        .color
-        .as_deref()
-        .and_then(|c| p.check("color", validate::color(c)));
+    let color = color.and_then(|c| p.check("color", validate::color(c)));
     p.finish()?;
     Ok((name, color))
 }
 
+/// Create a label
+///
+/// Names are unique (409 otherwise).
+#[utoipa::path(post, path = "/labels", operation_id = "createLabel",
+    request_body = LabelCreate,
+    security(("bearer" = ["mail:write"])),
+    responses(
+        (status = 201, description = "Created.", body = Label),
+        (status = 409, description = "A label of that name exists."),
+    ))]
 pub async fn create(
     State(s): State<AppState>,
     Auth(key): Auth,
-    ApiJson(body): ApiJson<LabelBody>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+    ApiJson(body): ApiJson<LabelCreate>,
+) -> ApiResult<(StatusCode, Json<Label>)> {
     key.require(Scope::MailWrite)?;
-    let (name, color) = check(&body, true)?;
+    let (name, color) = check(body.name.as_deref(), body.color.as_deref(), true)?;
     let name = name.ok_or_else(|| ApiError::invalid("name", "is required"))?;
     let l = labels::create(&s.db, &name, color.as_deref().unwrap_or(DEFAULT_COLOR)).await?;
-    Ok((StatusCode::CREATED, Json(l.to_json())))
+    Ok((StatusCode::CREATED, Json(l.to_wire())))
 }
 
-/// Renames or recolours; labels are account-wide, so only whole-account keys.
+/// Rename or recolour a label
+///
+/// Labels are account-wide: only a key that reaches the whole account may change one.
+#[utoipa::path(patch, path = "/labels/{id}", operation_id = "updateLabel",
+    params(("id" = String, Path, description = "The label id (`lbl_…`) or its name.")),
+    request_body = LabelUpdate,
+    security(("bearer" = ["mail:write"])),
+    responses(
+        (status = 200, description = "The label as it now is.", body = Label),
+        (status = 409, description = "A label of that name exists."),
+    ))]
 pub async fn update(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-    ApiJson(body): ApiJson<LabelBody>,
-) -> ApiResult<Json<Value>> {
+    ApiJson(body): ApiJson<LabelUpdate>,
+) -> ApiResult<Json<Label>> {
     key.require(Scope::MailWrite)?;
-    let (name, color) = check(&body, false)?;
+    let (name, color) = check(body.name.as_deref(), body.color.as_deref(), false)?;
     let l = labels::find(&s.db, &id)
         .await?
         .ok_or(ApiError::NotFound("label"))?;
     key.require_account_reach("changing a label")?;
     Ok(Json(
-        labels::update(&s.db, &l, name, color).await?.to_json(),
+        labels::update(&s.db, &l, name, color).await?.to_wire(),
     ))
 }
 
+/// Delete a label
+///
+/// Removes it from every thread. Only a key that reaches the whole account may do this.
+#[utoipa::path(delete, path = "/labels/{id}", operation_id = "deleteLabel",
+    params(("id" = String, Path, description = "The label id (`lbl_…`) or its name.")),
+    security(("bearer" = ["mail:write"])),
+    responses((status = 200, description = "Deleted.", body = Deleted<LabelObject>)))]
 pub async fn delete(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Deleted<LabelObject>>> {
     key.require(Scope::MailWrite)?;
     let l = labels::find(&s.db, &id)
         .await?
         .ok_or(ApiError::NotFound("label"))?;
     key.require_account_reach("deleting a label")?;
     labels::delete(&s.db, &l).await?;
-    Ok(Json(
-        json!({"object": "label", "id": l.id, "deleted": true}),
-    ))
+    Ok(Json(Deleted::new(LabelObject, l.id)))
 }

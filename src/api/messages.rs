@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::api::attachments;
 use crate::api::emails::push_mailbox_filters;
 use crate::api::extract::{ApiJson, Auth, Params};
+use crate::api::pagination::ReadPage;
 use crate::app::AppState;
 use crate::auth::{Reach, Scope};
 use crate::core::messages::{self, COLUMNS, Direction, Message};

@@ -7,6 +7,10 @@
 //! request structs of the handlers. [`spec`] renders them once and caches the
 //! result. A route added to `api::router` without a row here fails
 //! `tests/api/openapi.rs`.
+//!
+//! Being replaced: operations whose handlers carry `#[utoipa::path]` are
+//! generated (`api::doc`) and laid over this document; their rows here are
+//! gone.
 
 use std::sync::OnceLock;
 
@@ -802,63 +806,6 @@ static OPS: &[Op] = &[
         paged: true,
         replies: &[ok(200, "A page of contacts.", Content::List("Contact"))],
         errors: READ_LIST,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/labels",
-        id: "listLabels",
-        access: Access::Scope("mail:read"),
-        summary: "List labels",
-        doc: "Unpaged: every label of the account (`has_more` is always false).",
-        replies: &[ok(200, "Every label.", Content::List("Label"))],
-        errors: READ,
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/labels",
-        id: "createLabel",
-        access: Access::Scope("mail:write"),
-        summary: "Create a label",
-        doc: "Names are unique (409 otherwise).",
-        body: Content::Json("LabelCreate"),
-        replies: &[ok(201, "Created.", Content::Json("Label"))],
-        errors: &[401, 403, 409, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/labels/{id}",
-        id: "getLabel",
-        access: Access::Scope("mail:read"),
-        summary: "Read a label",
-        path_params: &[("id", "The label id (`lbl_…`) or its name.")],
-        replies: &[ok(200, "The label.", Content::Json("Label"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        method: "patch",
-        path: "/api/v1/labels/{id}",
-        id: "updateLabel",
-        access: Access::Scope("mail:write"),
-        summary: "Rename or recolour a label",
-        doc: "Labels are account-wide: only a key that reaches the whole account may change one.",
-        path_params: &[("id", "The label id (`lbl_…`) or its name.")],
-        body: Content::Json("LabelUpdate"),
-        replies: &[ok(200, "The label as it now is.", Content::Json("Label"))],
-        errors: &[401, 403, 404, 409, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "delete",
-        path: "/api/v1/labels/{id}",
-        id: "deleteLabel",
-        access: Access::Scope("mail:write"),
-        summary: "Delete a label",
-        doc: "Removes it from every thread. Only a key that reaches the whole account may do this.",
-        path_params: &[("id", "The label id (`lbl_…`) or its name.")],
-        replies: &[ok(200, "Deleted.", Content::Json("LabelDeleted"))],
-        errors: READ_ONE,
         ..BASE
     },
     Op {
@@ -2164,7 +2111,7 @@ fn error_doc(status: u16, idempotent: bool) -> &'static str {
 }
 
 /// The name under `components/responses` of a keyed operation's error reply.
-fn error_name(status: u16, idempotent: bool) -> &'static str {
+pub(super) fn error_name(status: u16, idempotent: bool) -> &'static str {
     match status {
         401 => "Unauthorized",
         403 => "Forbidden",
@@ -2182,7 +2129,7 @@ fn error_name(status: u16, idempotent: bool) -> &'static str {
 }
 
 /// An error reply; `keyed` replies carry the rate-limit headers.
-fn error_response(status: u16, idempotent: bool, keyed: bool) -> Value {
+pub(super) fn error_response(status: u16, idempotent: bool, keyed: bool) -> Value {
     let mut headers = Map::new();
     if keyed {
         for name in RATE_HEADERS {
@@ -2225,13 +2172,13 @@ fn components_responses() -> Value {
     Value::Object(out)
 }
 
-const RATE_HEADERS: [&str; 3] = [
+pub(super) const RATE_HEADERS: [&str; 3] = [
     "X-RateLimit-Limit",
     "X-RateLimit-Remaining",
     "X-RateLimit-Reset",
 ];
 
-fn header_ref(name: &str) -> Value {
+pub(super) fn header_ref(name: &str) -> Value {
     json!({ "$ref": format!("#/components/headers/{name}") })
 }
 
@@ -2311,7 +2258,7 @@ fn path_vars(path: &str) -> Vec<&str> {
         .collect()
 }
 
-fn tag_of(path: &str) -> &str {
+pub(super) fn tag_of(path: &str) -> &str {
     match path.strip_prefix("/api/v1/") {
         Some("openapi.json") | None => "operations",
         Some(rest) => rest.split('/').next().unwrap_or("operations"),
@@ -2521,7 +2468,11 @@ fn render() -> Value {
 /// The rendered document, built once.
 pub fn spec() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
-    DOC.get_or_init(render)
+    DOC.get_or_init(|| {
+        let mut doc = render();
+        super::doc::overlay(&mut doc, &super::generated_openapi());
+        doc
+    })
 }
 
 /// `GET /api/v1/openapi.json`: the cached document, serialised once.

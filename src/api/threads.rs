@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::api::emails::push_mailbox_filters;
 use crate::api::extract::{ApiJson, Auth, Params, RawBody, parse_json};
+use crate::api::pagination::ReadPage;
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::core::labels;

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::api::extract::{ApiJson, Auth, Params, nullable};
+use crate::api::pagination::ReadPage;
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::error::{ApiError, ApiResult, Problems};

@@ -5,10 +5,10 @@ use serde_json::{Value, json};
 
 use crate::auth::{ApiKey, Reach};
 use crate::clock;
+use crate::core::error::CoreError;
 use crate::core::events;
 use crate::core::validate;
 use crate::dns::Dns;
-use crate::error::ApiError;
 use crate::ids;
 use crate::provider::{IdentityInfo, IdentityStatus, Provider, ProviderError};
 use crate::sql;
@@ -210,23 +210,23 @@ pub fn nearest_verified(
         .cloned())
 }
 
-fn provider_error(e: ProviderError) -> ApiError {
+fn provider_error(e: ProviderError) -> CoreError {
     match e {
         ProviderError::Rejected(m) => {
-            ApiError::invalid("name", format!("the provider refused: {m}"))
+            CoreError::invalid("name", format!("the provider refused: {m}"))
         }
         ProviderError::NotFound(m) => {
-            ApiError::invalid("name", format!("the provider has no such identity: {m}"))
+            CoreError::invalid("name", format!("the provider has no such identity: {m}"))
         }
         ProviderError::Throttled {
             message,
             retry_after_secs,
-        } => ApiError::RateLimited {
+        } => CoreError::RateLimited {
             message: format!("the provider is throttling requests: {message}"),
             retry_after: retry_after_secs.unwrap_or(1),
         },
-        ProviderError::Unavailable(m) => ApiError::Upstream {
-            status: 502,
+        ProviderError::Unavailable(m) => CoreError::Upstream {
+            kind: crate::core::error::UpstreamKind::Unreachable,
             message: format!("the provider could not be reached: {m}"),
         },
     }
@@ -244,11 +244,11 @@ pub async fn create(
     key: &ApiKey,
     raw_name: &str,
     auto_create_mailboxes: bool,
-) -> Result<Domain, ApiError> {
+) -> Result<Domain, CoreError> {
     key.require_account_reach("adding a domain")?;
-    let name = validate::domain_name(raw_name).map_err(|m| ApiError::invalid("name", m))?;
+    let name = validate::domain_name(raw_name).map_err(|m| CoreError::invalid("name", m))?;
     if by_name(db, &name).await?.is_some() {
-        return Err(ApiError::conflict(format!("domain {name} already exists")));
+        return Err(CoreError::conflict(format!("domain {name} already exists")));
     }
     let now = clock::now_micros();
     let mut parent = None;
@@ -310,7 +310,7 @@ pub async fn create(
     match inserted {
         Ok(()) => {}
         Err(e) if is_unique_violation(&e) => {
-            return Err(ApiError::conflict(format!("domain {name} already exists")));
+            return Err(CoreError::conflict(format!("domain {name} already exists")));
         }
         Err(e) => return Err(e.into()),
     }
@@ -388,10 +388,10 @@ pub async fn verify(
     dns: &Dns,
     key: &ApiKey,
     id_or_name: &str,
-) -> Result<Domain, ApiError> {
+) -> Result<Domain, CoreError> {
     let current = get(db, &key.reach, id_or_name)
         .await?
-        .ok_or(ApiError::NotFound("domain"))?;
+        .ok_or(CoreError::NotFound("domain"))?;
     key.require_whole_domain(&current.name, "verifying a domain")?;
     let mut next = current.clone();
     match &current.inherited_from {
@@ -480,10 +480,10 @@ pub async fn set_auto_create(
     key: &ApiKey,
     id_or_name: &str,
     value: bool,
-) -> Result<Domain, ApiError> {
+) -> Result<Domain, CoreError> {
     let mut d = get(db, &key.reach, id_or_name)
         .await?
-        .ok_or(ApiError::NotFound("domain"))?;
+        .ok_or(CoreError::NotFound("domain"))?;
     key.require_whole_domain(&d.name, "changing a domain")?;
     sql!(
         "UPDATE domains SET auto_create_mailboxes = $1 WHERE id = $2",
@@ -505,10 +505,10 @@ pub async fn delete(
     key: &ApiKey,
     id_or_name: &str,
     delete_in_provider: bool,
-) -> Result<(Domain, bool), ApiError> {
+) -> Result<(Domain, bool), CoreError> {
     let d = get(db, &key.reach, id_or_name)
         .await?
-        .ok_or(ApiError::NotFound("domain"))?;
+        .ok_or(CoreError::NotFound("domain"))?;
     key.require_whole_domain(&d.name, "deleting a domain")?;
     let mut deleted_in_provider = false;
     if delete_in_provider && d.inherited_from.is_none() {

@@ -7,12 +7,12 @@ use serde_json::Value;
 use crate::app::AppState;
 use crate::auth::{ApiKey, address_domain};
 use crate::clock;
+use crate::core::error::CoreError;
 use crate::core::mailboxes;
 use crate::core::messages::{self, COLUMNS, Message};
 use crate::core::search;
 use crate::core::sending::{self, SendInput};
 use crate::core::threads::{self, ThreadContribution, format_folders, parse_folders};
-use crate::error::ApiError;
 use crate::ids;
 use crate::mime::compose::Named;
 use crate::sql;
@@ -34,11 +34,11 @@ fn addrs(list: &[Named]) -> String {
         .unwrap_or_else(|_| "[]".into())
 }
 
-pub async fn get(state: &AppState, key: &ApiKey, id: &str) -> Result<Message, ApiError> {
+pub async fn get(state: &AppState, key: &ApiKey, id: &str) -> Result<Message, CoreError> {
     let m = messages::get(&state.db, &key.reach, messages::Direction::Outbound, id)
         .await?
         .filter(|m| m.is_draft);
-    m.ok_or(ApiError::NotFound("draft"))
+    m.ok_or(CoreError::NotFound("draft"))
 }
 
 /// Creates a draft from `from` (a mailbox the key holds), in `thread_id` or a new thread.
@@ -48,11 +48,11 @@ pub async fn create(
     from: &str,
     thread_id: Option<&str>,
     c: DraftContent,
-) -> Result<Message, ApiError> {
+) -> Result<Message, CoreError> {
     let mailbox = mailboxes::get(&state.db, &key.reach, from)
         .await?
         .ok_or_else(|| {
-            ApiError::invalid("from", format!("no mailbox {from} that this key reaches"))
+            CoreError::invalid("from", format!("no mailbox {from} that this key reaches"))
         })?;
     let mut tx = state.db.begin().await?;
     let existing = match thread_id {
@@ -63,7 +63,7 @@ pub async fn create(
             match row {
                 Some(r) if r.text("mailbox_id")? == mailbox.id => Some(tid.to_string()),
                 _ => {
-                    return Err(ApiError::invalid(
+                    return Err(CoreError::invalid(
                         "thread_id",
                         format!("no thread {tid} in the mailbox of {from}"),
                     ));
@@ -133,7 +133,7 @@ pub async fn update(
     key: &ApiKey,
     id: &str,
     c: DraftContent,
-) -> Result<Message, ApiError> {
+) -> Result<Message, CoreError> {
     let d = get(state, key, id).await?;
     sql!(
         "UPDATE messages SET to_addresses = $1, cc_addresses = $2, bcc_addresses = $3, subject = $4, \
@@ -209,7 +209,7 @@ async fn remove(state: &AppState, d: &Message) -> Result<(), sqlx::Error> {
     tx.commit().await
 }
 
-pub async fn delete(state: &AppState, key: &ApiKey, id: &str) -> Result<Message, ApiError> {
+pub async fn delete(state: &AppState, key: &ApiKey, id: &str) -> Result<Message, CoreError> {
     let d = get(state, key, id).await?;
     remove(state, &d).await?;
     Ok(d)
@@ -221,14 +221,14 @@ pub async fn send(
     state: &AppState,
     key: &ApiKey,
     id: &str,
-) -> Result<sending::SendOutcome, ApiError> {
+) -> Result<sending::SendOutcome, CoreError> {
     let d = get(state, key, id).await?;
     let named = |v: &[String]| v.iter().map(|a| (None, a.clone())).collect::<Vec<_>>();
     if d.to.is_empty() && d.cc.is_empty() && d.bcc.is_empty() {
-        return Err(ApiError::invalid("to", "the draft has no recipient"));
+        return Err(CoreError::invalid("to", "the draft has no recipient"));
     }
     if d.text.is_empty() && d.html.is_empty() {
-        return Err(ApiError::invalid("text", "the draft has no body"));
+        return Err(CoreError::invalid("text", "the draft has no body"));
     }
     let mailbox_name = mailboxes::by_address(&state.db, &d.from_address)
         .await?
@@ -278,7 +278,7 @@ pub fn to_json(d: &Message) -> Value {
 pub async fn list(
     state: &AppState,
     key: &ApiKey,
-    page: &crate::api::pagination::Page,
+    page: &crate::core::paging::Page,
     mailbox: Option<&str>,
 ) -> Result<Vec<(i64, String, Value)>, sqlx::Error> {
     let mut q = Sql::new(&format!(

@@ -1,8 +1,8 @@
 //! Where SES receipt notifications join the inbound ingestion path.
 
 use crate::app::AppState;
+use crate::core::error::CoreError;
 use crate::core::inbound;
-use crate::error::ApiError;
 
 /// Stores mail that SES received for our domains, through the same path as
 /// SMTP. Recipients that are not ours are skipped (SMTP would answer 550).
@@ -10,7 +10,7 @@ pub async fn received(
     state: &AppState,
     raw: bytes::Bytes,
     recipients: &[String],
-) -> Result<(), ApiError> {
+) -> Result<(), CoreError> {
     let stored = inbound::ingest(&state.db, raw, recipients).await?;
     if stored.is_empty() {
         tracing::info!(

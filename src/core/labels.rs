@@ -1,10 +1,10 @@
 //! Labels: account-wide names with a colour, attached to threads.
 
-use serde_json::{Value, json};
-
 use crate::clock;
-use crate::error::ApiError;
+use crate::core::error::CoreError;
 use crate::ids;
+use crate::model::Timestamp;
+use crate::model::labels as model;
 use crate::store::{Db, RowExt, Sql, Tx, is_unique_violation};
 
 pub const DEFAULT_COLOR: &str = "#9ca3af";
@@ -28,13 +28,23 @@ impl Label {
         })
     }
 
-    pub fn to_json(&self) -> Value {
-        json!({"object": "label", "id": self.id, "name": self.name, "color": self.color, "created_at": clock::iso(self.created_at)})
+    pub fn to_wire(&self) -> model::Label {
+        model::Label {
+            object: model::LabelObject,
+            id: self.id.clone(),
+            name: self.name.clone(),
+            color: self.color.clone(),
+            created_at: Timestamp(self.created_at),
+        }
     }
 
     /// The short form embedded in a thread.
-    pub fn embedded(&self) -> Value {
-        json!({"object": "label", "id": self.id, "name": self.name})
+    pub fn embedded(&self) -> model::LabelRef {
+        model::LabelRef {
+            object: model::LabelObject,
+            id: self.id.clone(),
+            name: self.name.clone(),
+        }
     }
 }
 
@@ -71,7 +81,7 @@ pub async fn find(db: &Db, id_or_name: &str) -> Result<Option<Label>, sqlx::Erro
         .transpose()
 }
 
-pub async fn create(db: &Db, name: &str, color: &str) -> Result<Label, ApiError> {
+pub async fn create(db: &Db, name: &str, color: &str) -> Result<Label, CoreError> {
     let label = Label {
         id: ids::new_id("lbl"),
         name: name.to_string(),
@@ -93,7 +103,7 @@ pub async fn create(db: &Db, name: &str, color: &str) -> Result<Label, ApiError>
         .await
         .map_err(|e| {
             if is_unique_violation(&e) {
-                ApiError::conflict(format!("a label named {name:?} already exists"))
+                CoreError::conflict(format!("a label named {name:?} already exists"))
             } else {
                 e.into()
             }
@@ -106,7 +116,7 @@ pub async fn update(
     label: &Label,
     name: Option<String>,
     color: Option<String>,
-) -> Result<Label, ApiError> {
+) -> Result<Label, CoreError> {
     let mut next = label.clone();
     if let Some(n) = name {
         next.name = n;
@@ -126,7 +136,7 @@ pub async fn update(
         .await
         .map_err(|e| {
             if is_unique_violation(&e) {
-                ApiError::conflict(format!("a label named {:?} already exists", next.name))
+                CoreError::conflict(format!("a label named {:?} already exists", next.name))
             } else {
                 e.into()
             }

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use crate::auth::{ApiKey, Reach, address_domain};
 use crate::clock;
 use crate::core::domains;
+use crate::core::error::{CoreError, Problems};
 use crate::core::validate;
-use crate::error::{ApiError, Problems};
 use crate::ids;
 use crate::sql;
 use crate::store::{Db, RowExt, Sql, Tx, is_unique_violation};
@@ -143,11 +143,11 @@ pub fn first_mailbox(rows: &[impl RowExt]) -> Result<Option<Mailbox>, sqlx::Erro
 }
 
 /// Whether the key may hold a mailbox at `address` (403 otherwise).
-pub fn check_reach_for_address(key: &ApiKey, address: &str) -> Result<(), ApiError> {
+pub fn check_reach_for_address(key: &ApiKey, address: &str) -> Result<(), CoreError> {
     if key.reach.covers_address(address) {
         Ok(())
     } else {
-        Err(ApiError::Forbidden(format!(
+        Err(CoreError::Forbidden(format!(
             "this API key may not act for {address}"
         )))
     }
@@ -158,12 +158,12 @@ pub async fn create(
     key: &ApiKey,
     raw_address: &str,
     input: MailboxInput,
-) -> Result<Mailbox, ApiError> {
-    let address = validate::address(raw_address).map_err(|m| ApiError::invalid("address", m))?;
+) -> Result<Mailbox, CoreError> {
+    let address = validate::address(raw_address).map_err(|m| CoreError::invalid("address", m))?;
     check_reach_for_address(key, &address)?;
     let domain_name = address_domain(&address).to_string();
     let Some(domain) = domains::sending_domain_for(db, &domain_name).await? else {
-        return Err(ApiError::invalid(
+        return Err(CoreError::invalid(
             "address",
             format!("{domain_name} is not a verified domain of this account, nor under one"),
         ));
@@ -183,7 +183,7 @@ pub async fn create(
     let mut tx = db.begin().await?;
     insert(&mut tx, &mailbox).await.map_err(|e| {
         if is_unique_violation(&e) {
-            ApiError::conflict(format!("mailbox {address} already exists"))
+            CoreError::conflict(format!("mailbox {address} already exists"))
         } else {
             e.into()
         }
@@ -240,7 +240,7 @@ async fn enforce_single_flags(
     key: &ApiKey,
     was: Option<&Mailbox>,
     m: &Mailbox,
-) -> Result<(), ApiError> {
+) -> Result<(), CoreError> {
     let turned_on = |now: bool, before: Option<bool>| now && before != Some(true);
     if turned_on(m.is_catch_all, was.map(|w| w.is_catch_all)) {
         key.require_whole_domain(&m.domain, "making a mailbox the catch-all")?;
@@ -283,11 +283,11 @@ async fn require_reach_over(
     key: &ApiKey,
     addresses: Sql,
     flag: &str,
-) -> Result<(), ApiError> {
+) -> Result<(), CoreError> {
     for row in addresses.fetch_all_tx(tx).await? {
         let address = row.text("address")?;
         if !key.reach.covers_address(&address) {
-            return Err(ApiError::Forbidden(format!(
+            return Err(CoreError::Forbidden(format!(
                 "setting {flag} would clear it on a mailbox this API key does not reach"
             )));
         }
@@ -300,10 +300,10 @@ pub async fn update(
     key: &ApiKey,
     id: &str,
     input: MailboxInput,
-) -> Result<Mailbox, ApiError> {
+) -> Result<Mailbox, CoreError> {
     let was = get(db, &key.reach, id)
         .await?
-        .ok_or(ApiError::NotFound("mailbox"))?;
+        .ok_or(CoreError::NotFound("mailbox"))?;
     let mut m = was.clone();
     if let Some(v) = input.display_name {
         m.display_name = v;
@@ -339,12 +339,12 @@ pub async fn update(
 }
 
 /// Deletes the mailbox. Without `confirm` nothing changes and the caller gets 409.
-pub async fn delete(db: &Db, key: &ApiKey, id: &str, confirm: bool) -> Result<Mailbox, ApiError> {
+pub async fn delete(db: &Db, key: &ApiKey, id: &str, confirm: bool) -> Result<Mailbox, CoreError> {
     let m = get(db, &key.reach, id)
         .await?
-        .ok_or(ApiError::NotFound("mailbox"))?;
+        .ok_or(CoreError::NotFound("mailbox"))?;
     if !confirm {
-        return Err(ApiError::conflict(
+        return Err(CoreError::conflict(
             "deleting a mailbox deletes all its mail; repeat with ?confirm=true",
         ));
     }

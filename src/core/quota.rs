@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::core::error::CoreError;
 use crate::provider::Quota;
 
 /// How long a quota reading is trusted; sends in between are counted locally.
@@ -50,19 +50,19 @@ impl QuotaGuard {
         reading.map(|q| (q, 0))
     }
 
-    pub async fn admit(&self, state: &AppState, recipients: usize) -> Result<(), ApiError> {
+    pub async fn admit(&self, state: &AppState, recipients: usize) -> Result<(), CoreError> {
         let Some((q, since)) = self.current(state).await else {
             return Ok(());
         };
         if !q.sending_enabled {
-            return Err(ApiError::RateLimited {
+            return Err(CoreError::RateLimited {
                 message: "sending is paused for this provider account".into(),
                 retry_after: 3600,
             });
         }
         let used = q.sent_last_24_hours + since as f64;
         if q.max_24_hour_send >= 0.0 && used + recipients as f64 > q.max_24_hour_send {
-            return Err(ApiError::RateLimited {
+            return Err(CoreError::RateLimited {
                 message: format!(
                     "the provider's 24-hour sending quota is used up ({used} of {} messages sent in the last 24 hours); capacity returns as sends age past 24 hours",
                     q.max_24_hour_send

@@ -18,6 +18,7 @@ use crate::app::AppState;
 use crate::auth::{ApiKey, address_domain};
 use crate::clock;
 use crate::core::domains;
+use crate::core::error::{CoreError, Problems};
 use crate::core::events;
 use crate::core::mailboxes::{self, Mailbox};
 use crate::core::memory;
@@ -27,7 +28,6 @@ use crate::core::search;
 use crate::core::suppressions;
 use crate::core::threads::{self, ThreadContribution};
 use crate::core::validate;
-use crate::error::{ApiError, Problems};
 use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::provider::{OutgoingMessage, ProviderError};
@@ -231,7 +231,7 @@ fn decode_attachment(content: String) -> Option<Bytes> {
 }
 
 /// Checks every field, collecting all problems; the first names `param`.
-pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
+pub fn validate(body: SendBody) -> Result<SendInput, CoreError> {
     let mut p = Problems::new();
     let from = p.check("from", validate::mailbox(&body.from));
     let to = addresses(&mut p, "to", body.to.into_vec());
@@ -400,7 +400,7 @@ pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
     }
     p.finish()?;
     Ok(SendInput {
-        from: from.ok_or_else(|| ApiError::invalid("from", "is required"))?,
+        from: from.ok_or_else(|| CoreError::invalid("from", "is required"))?,
         to,
         cc,
         bcc,
@@ -418,7 +418,7 @@ pub fn validate(body: SendBody) -> Result<SendInput, ApiError> {
 
 /// [`validate`], on a blocking thread when the attachments are large:
 /// decoding megabytes of base64 would hold a worker of the runtime.
-pub async fn validate_aside(body: SendBody) -> Result<SendInput, ApiError> {
+pub async fn validate_aside(body: SendBody) -> Result<SendInput, CoreError> {
     let size = body
         .attachments
         .iter()
@@ -428,7 +428,7 @@ pub async fn validate_aside(body: SendBody) -> Result<SendInput, ApiError> {
     memory::aside(size, move || validate(body))
         .await
         .unwrap_or_else(|| {
-            Err(ApiError::Internal(anyhow::anyhow!(
+            Err(CoreError::Internal(anyhow::anyhow!(
                 "the attachments could not be decoded"
             )))
         })
@@ -467,7 +467,7 @@ fn sender_mailbox(
     address: &str,
     found: Option<Mailbox>,
     domain_id: String,
-) -> Result<(Mailbox, bool), ApiError> {
+) -> Result<(Mailbox, bool), CoreError> {
     if let Some(m) = found {
         return Ok((m, false));
     }
@@ -483,19 +483,19 @@ pub async fn send(
     state: &AppState,
     key: &ApiKey,
     input: SendInput,
-) -> Result<SendOutcome, ApiError> {
+) -> Result<SendOutcome, CoreError> {
     let (state, key) = (state.clone(), key.clone());
     tokio::spawn(async move { start(&state, &key, input).await?.finish().await })
         .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("a send's task failed: {e}")))?
+        .map_err(|e| CoreError::Internal(anyhow::anyhow!("a send's task failed: {e}")))?
 }
 
 /// A send the provider has answered and whose record is queued (on SQLite)
 /// or written (on PostgreSQL).
 pub struct PendingSend {
     /// `None` once settled.
-    written: Option<JobFuture<'static, Result<Message, ApiError>>>,
-    failure: Option<ApiError>,
+    written: Option<JobFuture<'static, Result<Message, CoreError>>>,
+    failure: Option<CoreError>,
     recipients: usize,
     quota: Arc<QuotaGuard>,
     /// Set when the provider accepted the message: what to record should
@@ -507,11 +507,11 @@ impl PendingSend {
     /// Waits until the record is committed; then the send's result. A
     /// message the provider accepted whose record fails, by an error or a
     /// panic, is still recorded, as `failed` (see [`AcceptedSend`]), and
-    /// answered [`ApiError::SentNotRecorded`].
-    pub async fn finish(mut self) -> Result<SendOutcome, ApiError> {
+    /// answered [`CoreError::SentNotRecorded`].
+    pub async fn finish(mut self) -> Result<SendOutcome, CoreError> {
         let written = match self.written.as_mut() {
             Some(w) => w.await,
-            None => Err(ApiError::Internal(anyhow::anyhow!(
+            None => Err(CoreError::Internal(anyhow::anyhow!(
                 "a send was finished twice"
             ))),
         };
@@ -581,7 +581,7 @@ struct AcceptedSend {
 
 impl AcceptedSend {
     /// Writes the short record and returns the error to answer.
-    async fn record_short(self, cause: ApiError) -> ApiError {
+    async fn record_short(self, cause: CoreError) -> CoreError {
         let id = self.message.id.clone();
         let provider_message_id = self.message.provider_message_id.clone().unwrap_or_default();
         tracing::error!(
@@ -648,7 +648,7 @@ impl AcceptedSend {
                 )
             }
         };
-        ApiError::SentNotRecorded {
+        CoreError::SentNotRecorded {
             message,
             id,
             provider_message_id,
@@ -657,9 +657,9 @@ impl AcceptedSend {
 }
 
 /// An error with its causes, for the log.
-fn error_detail(e: &ApiError) -> String {
+fn error_detail(e: &CoreError) -> String {
     match e {
-        ApiError::Internal(inner) => format!("{inner:#}"),
+        CoreError::Internal(inner) => format!("{inner:#}"),
         other => other.to_string(),
     }
 }
@@ -762,17 +762,17 @@ pub async fn start(
     state: &AppState,
     key: &ApiKey,
     mut input: SendInput,
-) -> Result<PendingSend, ApiError> {
+) -> Result<PendingSend, CoreError> {
     let from = input.from.1.clone();
     if !key.reach.covers_address(&from) {
-        return Err(ApiError::Forbidden(format!(
+        return Err(CoreError::Forbidden(format!(
             "this API key may not send as {from}"
         )));
     }
     let from_domain = address_domain(&from).to_string();
     let recipients = input.recipients();
     if recipients.is_empty() {
-        return Err(ApiError::invalid(
+        return Err(CoreError::invalid(
             "to",
             "at least one recipient is required",
         ));
@@ -791,7 +791,7 @@ pub async fn start(
     let suppressed = suppressions::suppressed_in(&suppressed_rows)?;
     let found_mailbox = mailboxes::first_mailbox(&mailbox_rows)?;
     let Some(sending_domain) = sending_domain else {
-        return Err(ApiError::invalid(
+        return Err(CoreError::invalid(
             "from",
             format!("{from_domain} is not a verified sending domain of this account"),
         ));
@@ -804,7 +804,7 @@ pub async fn start(
         } else {
             "bcc"
         };
-        return Err(ApiError::invalid(
+        return Err(CoreError::invalid(
             param,
             format!(
                 "{} on the suppression list (an earlier hard bounce or complaint); remove it with DELETE /api/v1/suppressions/{{address}} to send again",
@@ -839,7 +839,7 @@ pub async fn start(
             None => false,
         };
         if !ours {
-            return Err(ApiError::invalid(
+            return Err(CoreError::invalid(
                 "thread_id",
                 format!("no thread {tid} in the mailbox of {from}"),
             ));
@@ -922,7 +922,7 @@ pub async fn start(
                 ProviderError::Rejected(m) | ProviderError::NotFound(m) => (
                     "rejected",
                     "email.rejected",
-                    ApiError::invalid("body", format!("the provider rejected the message: {m}")),
+                    CoreError::invalid("body", format!("the provider rejected the message: {m}")),
                 ),
                 ProviderError::Throttled {
                     message,
@@ -930,7 +930,7 @@ pub async fn start(
                 } => (
                     "failed",
                     "email.failed",
-                    ApiError::RateLimited {
+                    CoreError::RateLimited {
                         message: format!("the provider is throttling sends: {message}"),
                         retry_after: retry_after_secs.unwrap_or(1),
                     },
@@ -938,8 +938,8 @@ pub async fn start(
                 ProviderError::Unavailable(m) => (
                     "failed",
                     "email.failed",
-                    ApiError::Upstream {
-                        status: 503,
+                    CoreError::Upstream {
+                        kind: crate::core::error::UpstreamKind::Unavailable,
                         message: format!("the provider could not be reached: {m}"),
                     },
                 ),
@@ -1072,7 +1072,7 @@ async fn record(
     bodies: &Bodies,
     done_at: i64,
     event: &str,
-) -> Result<Message, ApiError> {
+) -> Result<Message, CoreError> {
     // Reads come first; every write is collected and sent at the end as one
     // batch (see `store::execute_all`).
     let mut writes: Vec<Sql> = Vec::new();
@@ -1167,7 +1167,7 @@ mod tests {
             "attachments": [{"filename": "a.txt", "content": "!!!"}],
         })))
         .unwrap_err();
-        let ApiError::Invalid(problems) = err else {
+        let CoreError::Invalid(problems) = err else {
             panic!()
         };
         let params: Vec<_> = problems.iter().map(|p| p.param.as_str()).collect();
@@ -1196,7 +1196,7 @@ mod tests {
 
     fn problem_params(v: Value) -> Vec<String> {
         match validate(body(v)) {
-            Err(ApiError::Invalid(problems)) => problems.into_iter().map(|p| p.param).collect(),
+            Err(CoreError::Invalid(problems)) => problems.into_iter().map(|p| p.param).collect(),
             other => panic!("expected a 422, got {other:?}"),
         }
     }
@@ -1418,7 +1418,7 @@ mod tests {
         async fn check(db: &Db) {
             let (pending, id) = panicking_send(db).await;
             let err = pending.finish().await.unwrap_err();
-            let ApiError::SentNotRecorded {
+            let CoreError::SentNotRecorded {
                 id: said,
                 provider_message_id,
                 message,

@@ -6,13 +6,13 @@ use serde_json::{Value, json};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Reach};
 use crate::clock;
+use crate::core::error::{CoreError, Problems};
 use crate::core::events;
 use crate::core::labels::{self, Label};
 use crate::core::messages::{self, COLUMNS as MESSAGE_COLUMNS, Message};
 use crate::core::search;
 use crate::core::sending::{self, SendInput};
 use crate::core::threads::{format_folders, parse_folders};
-use crate::error::{ApiError, Problems};
 use crate::mime::compose::OutgoingAttachment;
 use crate::store::{Db, RowExt, Sql, Tx};
 
@@ -176,11 +176,11 @@ pub async fn patch(
     key: &ApiKey,
     id: &str,
     patch: ThreadPatch,
-) -> Result<Value, ApiError> {
+) -> Result<Value, CoreError> {
     let db = &state.db;
     let t = get(db, &key.reach, id)
         .await?
-        .ok_or(ApiError::NotFound("thread"))?;
+        .ok_or(CoreError::NotFound("thread"))?;
     let mut tx = db.begin().await?;
     if let Some(folder) = &patch.folder {
         let mut folders = vec![folder.clone()];
@@ -278,11 +278,11 @@ pub async fn delete(
     key: &ApiKey,
     id: &str,
     permanent: bool,
-) -> Result<(String, bool), ApiError> {
+) -> Result<(String, bool), CoreError> {
     let db = &state.db;
     let t = get(db, &key.reach, id)
         .await?
-        .ok_or(ApiError::NotFound("thread"))?;
+        .ok_or(CoreError::NotFound("thread"))?;
     let mut tx = db.begin().await?;
     let for_good = permanent || t.folders.iter().any(|f| f == "trash");
     if for_good {
@@ -369,17 +369,17 @@ pub async fn reply(
     key: &ApiKey,
     id: &str,
     r: ReplyInput,
-) -> Result<sending::SendOutcome, ApiError> {
+) -> Result<sending::SendOutcome, CoreError> {
     let db = &state.db;
     let t = get(db, &key.reach, id)
         .await?
-        .ok_or(ApiError::NotFound("thread"))?;
+        .ok_or(CoreError::NotFound("thread"))?;
     let all = thread_messages(db, &t.id).await?;
     let last = all
         .iter()
         .rev()
         .find(|m| !m.is_draft)
-        .ok_or_else(|| ApiError::invalid("thread", "the thread has no message to reply to"))?
+        .ok_or_else(|| CoreError::invalid("thread", "the thread has no message to reply to"))?
         .clone();
     let own = t.mailbox.clone();
     let (mut to, mut cc): (Vec<String>, Vec<String>) = if last.direction == "outbound" {
@@ -413,7 +413,7 @@ pub async fn reply(
     let cc = r.cc.unwrap_or_else(|| named(cc));
     let bcc = r.bcc.unwrap_or_default();
     if to.is_empty() && cc.is_empty() && bcc.is_empty() {
-        return Err(ApiError::invalid(
+        return Err(CoreError::invalid(
             "to",
             "no recipient could be worked out; give to",
         ));

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Reach;
 use crate::clock;
-use crate::error::ApiError;
+use crate::core::error::CoreError;
 use crate::ids;
 use crate::sql;
 use crate::store::{Db, RowExt, Sql};
@@ -103,7 +103,7 @@ pub async fn list(
     db: &Db,
     reach: &Reach,
     filter: &Filter,
-    page: &crate::api::pagination::Page,
+    page: &crate::core::paging::Page,
 ) -> Result<Vec<(i64, String, Value)>, sqlx::Error> {
     let mut q = visible(reach);
     if let Some(w) = &filter.webhook_id {
@@ -176,7 +176,7 @@ async fn send_and_record(
     webhooks: &Webhooks,
     w: &Webhook,
     out: Outgoing,
-) -> Result<SyncResult, ApiError> {
+) -> Result<SyncResult, CoreError> {
     let started_at = clock::now_micros();
     let result = webhooks
         .sender()
@@ -219,10 +219,10 @@ pub async fn ping(
     webhooks: &Webhooks,
     reach: &Reach,
     webhook_id: &str,
-) -> Result<SyncResult, ApiError> {
+) -> Result<SyncResult, CoreError> {
     let w = endpoints::get(db, reach, webhook_id)
         .await?
-        .ok_or(ApiError::NotFound("webhook"))?;
+        .ok_or(CoreError::NotFound("webhook"))?;
     let id = ids::new_id("whd");
     let now = clock::now_micros();
     let payload = json!({
@@ -253,13 +253,13 @@ pub async fn replay(
     webhooks: &Webhooks,
     reach: &Reach,
     delivery_id: &str,
-) -> Result<SyncResult, ApiError> {
+) -> Result<SyncResult, CoreError> {
     let d = get(db, reach, delivery_id)
         .await?
-        .ok_or(ApiError::NotFound("webhook delivery"))?;
+        .ok_or(CoreError::NotFound("webhook delivery"))?;
     let w = endpoints::get(db, reach, &d.webhook_id)
         .await?
-        .ok_or(ApiError::NotFound("webhook delivery"))?;
+        .ok_or(CoreError::NotFound("webhook delivery"))?;
     let last = sql!(
         "SELECT MAX(attempt) AS n, MAX(event_id) AS event_id FROM webhook_deliveries WHERE envelope_id = $1",
         &d.envelope_id

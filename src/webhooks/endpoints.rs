@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use crate::auth::{ApiKey, Reach};
 use crate::clock;
+use crate::core::error::{CoreError, Problems};
 use crate::core::events::EVENT_TYPES;
 use crate::core::mailboxes;
-use crate::error::{ApiError, Problems};
 use crate::ids;
 use crate::sql;
 use crate::store::{Db, RowExt, Sql};
@@ -234,7 +234,7 @@ pub async fn create(
     sender: &Sender,
     key: &ApiKey,
     input: NewWebhook,
-) -> Result<(Webhook, String), ApiError> {
+) -> Result<(Webhook, String), CoreError> {
     if input.mailbox_id.is_none() {
         key.require_account_reach("a webhook for every mailbox (no mailbox_id)")?;
     }
@@ -309,10 +309,10 @@ pub async fn update(
     key: &ApiKey,
     id: &str,
     changes: WebhookChanges,
-) -> Result<(Webhook, Option<String>), ApiError> {
+) -> Result<(Webhook, Option<String>), CoreError> {
     let current = get(db, &key.reach, id)
         .await?
-        .ok_or(ApiError::NotFound("webhook"))?;
+        .ok_or(CoreError::NotFound("webhook"))?;
     if matches!(changes.mailbox_id, Some(None)) {
         key.require_account_reach("a webhook for every mailbox (clearing mailbox_id)")?;
     }
@@ -370,30 +370,30 @@ pub async fn update(
     q.execute(db.writer()).await?;
     let updated = get(db, &key.reach, &current.id)
         .await?
-        .ok_or(ApiError::NotFound("webhook"))?;
+        .ok_or(CoreError::NotFound("webhook"))?;
     Ok((updated, secret))
 }
 
 /// Disables an endpoint, keeping it and its history.
-pub async fn disable(db: &Db, key: &ApiKey, id: &str) -> Result<Webhook, ApiError> {
+pub async fn disable(db: &Db, key: &ApiKey, id: &str) -> Result<Webhook, CoreError> {
     let current = get(db, &key.reach, id)
         .await?
-        .ok_or(ApiError::NotFound("webhook"))?;
+        .ok_or(CoreError::NotFound("webhook"))?;
     sql!("UPDATE webhooks SET enabled = 0 WHERE id = $1", &current.id)
         .execute(db.writer())
         .await?;
     get(db, &key.reach, &current.id)
         .await?
-        .ok_or(ApiError::NotFound("webhook"))
+        .ok_or(CoreError::NotFound("webhook"))
 }
 
 /// Deletes an endpoint with its pending deliveries and its delivery history,
 /// in one transaction (the endpoint row first, the lock order the delivery
 /// recorder also uses).
-pub async fn delete(db: &Db, key: &ApiKey, id: &str) -> Result<Webhook, ApiError> {
+pub async fn delete(db: &Db, key: &ApiKey, id: &str) -> Result<Webhook, CoreError> {
     let current = get(db, &key.reach, id)
         .await?
-        .ok_or(ApiError::NotFound("webhook"))?;
+        .ok_or(CoreError::NotFound("webhook"))?;
     let mut tx = db.begin().await?;
     sql!("DELETE FROM webhooks WHERE id = $1", &current.id)
         .execute_tx(&mut tx)

@@ -1,0 +1,48 @@
+//! Labels on the wire.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::Timestamp;
+
+crate::object_tag!(LabelObject, "label");
+
+/// A name with a colour that threads can carry.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Label {
+    pub object: LabelObject,
+    /// `lbl_` prefix.
+    pub id: String,
+    /// Unique, case-insensitively.
+    pub name: String,
+    /// `#rrggbb`.
+    pub color: String,
+    pub created_at: Timestamp,
+}
+
+/// A label as embedded in a thread.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LabelRef {
+    pub object: LabelObject,
+    /// `lbl_` prefix.
+    pub id: String,
+    pub name: String,
+}
+
+/// The body of `POST /labels`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct LabelCreate {
+    /// 1 to 60 characters, no control characters; unique.
+    pub name: Option<String>,
+    /// `#rrggbb`; default `#9ca3af`.
+    pub color: Option<String>,
+}
+
+/// The body of `PATCH /labels/{id}`: the fields to change.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct LabelUpdate {
+    /// 1 to 60 characters, no control characters; unique.
+    pub name: Option<String>,
+    /// `#rrggbb`.
+    pub color: Option<String>,
+}
