@@ -40,8 +40,6 @@ enum Ty {
     Instant,
     Address,
     Enum(&'static [&'static str]),
-    /// Comma-separated values, each one of these.
-    CsvEnum(&'static [&'static str]),
 }
 
 #[derive(Clone, Copy)]
@@ -130,17 +128,6 @@ const BASE: Op = Op {
     errors: &[],
     also: &[],
 };
-
-const MESSAGE_STATUSES: &[&str] = &[
-    "queued",
-    "sent",
-    "delivered",
-    "bounced",
-    "complained",
-    "rejected",
-    "delayed",
-    "failed",
-];
 
 const SCOPES: &[&str] = &[
     "emails:send",
@@ -281,44 +268,6 @@ static OPS: &[Op] = &[
         ..BASE
     },
     Op {
-        path: "/api/v1/emails",
-        id: "listEmails",
-        access: Access::Scope("emails:read"),
-        summary: "List sent messages",
-        doc: "Paged list of sent messages, newest first by `created_at`, without bodies. Drafts \
-              are excluded.",
-        query: &[
-            q(
-                "status",
-                Ty::CsvEnum(MESSAGE_STATUSES),
-                "One or several message statuses, comma-separated.",
-            ),
-            q("from", Ty::Address, "Exact sender address."),
-            q("to", Ty::Address, "Exact recipient address."),
-            q("subject", Ty::Str, "Substring of the subject."),
-            q("q", Ty::Str, "Full text over subject and body."),
-            q(
-                "opened",
-                Ty::Bool,
-                "Only opened (true) or unopened (false) mail.",
-            ),
-            q("api_key_id", Ty::Str, "Only mail sent by this API key."),
-            q("since", Ty::Instant, "Created at or after."),
-            q(
-                "until",
-                Ty::Instant,
-                "Created at or before; a date means the end of that day (UTC).",
-            ),
-            MAILBOX_FILTERS[0],
-            MAILBOX_FILTERS[1],
-            MAILBOX_FILTERS[2],
-        ],
-        paged: true,
-        replies: &[ok(200, "A page of messages.", Content::List("Message"))],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
         method: "post",
         path: "/api/v1/emails",
         id: "sendEmail",
@@ -373,47 +322,6 @@ static OPS: &[Op] = &[
             ),
         ],
         errors: &[401, 403, 409, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/emails/{id}",
-        id: "getEmail",
-        access: Access::Scope("emails:read"),
-        summary: "Read a message",
-        doc: "The message with its bodies, headers, attachments and every event seen so far.",
-        path_params: &[(
-            "id",
-            "The message id (`msg_…`) or the provider's message id.",
-        )],
-        replies: &[ok(200, "The message.", Content::Json("MessageDetail"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/emails/{id}/attachments/{attachment_id}",
-        id: "getEmailAttachment",
-        access: Access::Scope("emails:read"),
-        summary: "Download an attachment of a sent message",
-        doc: "The bytes of one attachment, with its own `Content-Type` and a \
-              `Content-Disposition` naming the file; `X-Content-Type-Options: nosniff`, and \
-              types a browser would run (HTML, SVG and other XML, JavaScript) always as \
-              `attachment`. Received mail's attachments are under `/api/v1/messages`.",
-        path_params: &[
-            (
-                "id",
-                "The message id (`msg_…`) or the provider's message id.",
-            ),
-            (
-                "attachment_id",
-                "The attachment's `id` as listed on the message.",
-            ),
-        ],
-        replies: &[ok(
-            200,
-            "The file; `Content-Type` is the attachment's own type.",
-            Content::Raw("application/octet-stream", RawKind::Binary),
-        )],
-        errors: READ_ONE,
         ..BASE
     },
     Op {
@@ -672,110 +580,6 @@ static OPS: &[Op] = &[
             Content::Json("SendResult"),
         )],
         errors: &[401, 403, 404, 422, 429, 500, 503],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/messages",
-        id: "listMessages",
-        access: Access::Scope("mail:read"),
-        summary: "List received messages",
-        doc: "Paged list of received mail, newest first by `received_at`, without bodies.",
-        query: &[
-            q(
-                "folder",
-                Ty::Enum(&["inbox", "sent", "drafts", "archive", "spam", "trash", "all"]),
-                "Only messages in this folder.",
-            ),
-            q("thread_id", Ty::Str, "Only messages of this thread."),
-            q("from", Ty::Address, "Exact sender address."),
-            q("to", Ty::Address, "Exact recipient address."),
-            q("subject", Ty::Str, "Substring of the subject."),
-            q("q", Ty::Str, "Full text over subject and body."),
-            q("unread", Ty::Bool, "Unread (true) or read (false) only."),
-            q("since", Ty::Instant, "Received at or after."),
-            q(
-                "until",
-                Ty::Instant,
-                "Received at or before; a date means the end of that day (UTC).",
-            ),
-            MAILBOX_FILTERS[0],
-            MAILBOX_FILTERS[1],
-            MAILBOX_FILTERS[2],
-        ],
-        paged: true,
-        replies: &[ok(200, "A page of messages.", Content::List("Message"))],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/messages/{id}",
-        id: "getMessage",
-        access: Access::Scope("mail:read"),
-        summary: "Read a message",
-        doc: "Any stored message (received or sent) with bodies, headers, attachments and events.",
-        path_params: &[(
-            "id",
-            "The message id (`msg_…`) or the provider's message id.",
-        )],
-        replies: &[ok(200, "The message.", Content::Json("MessageDetail"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        method: "patch",
-        path: "/api/v1/messages/{id}",
-        id: "updateMessage",
-        access: Access::Scope("mail:write"),
-        summary: "Mark a message read or starred",
-        doc: "Only fields sent change; the thread's unread count follows.",
-        path_params: &[(
-            "id",
-            "The message id (`msg_…`) or the provider's message id.",
-        )],
-        body: Content::Json("MessageUpdate"),
-        replies: &[ok(
-            200,
-            "The message as it now is.",
-            Content::Json("MessageDetail"),
-        )],
-        errors: &[401, 403, 404, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/messages/{id}/raw",
-        id: "getMessageRaw",
-        access: Access::Scope("mail:read"),
-        summary: "The original MIME of a received message",
-        path_params: &[("id", "The message id (`msg_…`).")],
-        replies: &[ok(
-            200,
-            "The message exactly as received.",
-            Content::Raw("message/rfc822", RawKind::Binary),
-        )],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/messages/{id}/attachments/{attachment_id}",
-        id: "getMessageAttachment",
-        access: Access::Scope("mail:read"),
-        summary: "Download an attachment of a received message",
-        doc: "As for sent mail: the file with its own `Content-Type`, \
-              `X-Content-Type-Options: nosniff`, and types a browser would run always as \
-              `attachment`.",
-        path_params: &[
-            ("id", "The message id (`msg_…`)."),
-            (
-                "attachment_id",
-                "The attachment's `id` as listed on the message.",
-            ),
-        ],
-        replies: &[ok(
-            200,
-            "The file; `Content-Type` is the attachment's own type.",
-            Content::Raw("application/octet-stream", RawKind::Binary),
-        )],
-        errors: READ_ONE,
         ..BASE
     },
     Op {
@@ -1309,97 +1113,6 @@ fn schemas() -> Value {
             ),
         ),
         (
-            "Message",
-            object(
-                "A stored message without bodies (list items and event payloads).",
-                json!({
-                    "object": constant("message"),
-                    "id": string("`msg_` prefix."),
-                    "message_id": string("RFC 5322 Message-ID, in angle brackets."),
-                    "provider_message_id": string_or_null("The provider's own id."),
-                    "thread_id": string("`thr_` prefix."),
-                    "mailbox_id": string("`mbx_` prefix."),
-                    "direction": { "type": "string", "enum": ["outbound", "inbound"] },
-                    "from": string("Sender address."),
-                    "from_name": string_or_null("Sender display name."),
-                    "to": strings("Recipients."),
-                    "cc": strings("Copy recipients."),
-                    "bcc": strings("Blind-copy recipients."),
-                    "reply_to": string_or_null("Reply-To address."),
-                    "subject": string("Subject."),
-                    "status": {
-                        "type": "string",
-                        "description": "Outbound: one of queued, sent, delivered, bounced, complained, rejected, delayed, failed. Received mail: received.",
-                        "examples": ["sent", "delivered", "received"],
-                    },
-                    "error": string_or_null("Diagnostic text, for example an SMTP failure line."),
-                    "opened_at": time_or_null("Set when the tracking image was first loaded."),
-                    "open_count": integer("Tracking-image loads."),
-                    "is_read": boolean("Read flag."),
-                    "is_starred": boolean("Star flag."),
-                    "is_draft": boolean("Drafts are not sent and not in the sent-mail list."),
-                    "has_attachments": boolean("Whether files are attached."),
-                    "in_reply_to": string_or_null("In-Reply-To header."),
-                    "references": string_or_null("References header."),
-                    "api_key_id": string_or_null("The key that sent it."),
-                    "created_at": time("When it was recorded."),
-                    "sent_at": time_or_null("When the provider accepted it."),
-                    "received_at": time_or_null("When it arrived (received mail)."),
-                }),
-            ),
-        ),
-        (
-            "MessageDetail",
-            json!({
-                "description": "The single read of a message: bodies, headers, attachments and every event.",
-                "allOf": [
-                    r("Message"),
-                    object("", json!({
-                        "text": string("Plain-text body."),
-                        "html": string("HTML body."),
-                        "headers": {
-                            "type": ["object", "null"],
-                            "description": "Headers: those given on send, or every header of received mail (a repeated header as an array).",
-                            "additionalProperties": one_or_many("Header value(s)."),
-                        },
-                        "attachments": { "type": "array", "maxItems": 100, "items": r("Attachment") },
-                        "attachment_count": integer("How many attachments the message has; only the first 100 (in the order stored) are listed in `attachments`. The others stay downloadable by id and are in the raw MIME (`GET /api/v1/messages/{id}/raw`)."),
-                        "events": { "type": "array", "items": r("Event") },
-                    })),
-                ],
-            }),
-        ),
-        (
-            "Event",
-            json!({
-                "type": "object",
-                "description": "A provider event on a message.",
-                "required": ["object", "type", "occurred_at"],
-                "properties": {
-                    "object": constant("event"),
-                    "type": { "type": "string", "examples": ["send", "delivery", "bounce", "complaint", "reject", "delay", "open"] },
-                    "recipient": string("The recipient concerned (bounces, complaints, deliveries)."),
-                    "detail": string("Diagnostic detail (bounces)."),
-                    "occurred_at": time("When it happened."),
-                },
-            }),
-        ),
-        (
-            "Attachment",
-            object(
-                "A file of a stored message.",
-                json!({
-                    "object": constant("attachment"),
-                    "id": string("Download at `/api/v1/emails/{id}/attachments/{attachment_id}`."),
-                    "filename": string("File name."),
-                    "content_type": string("Media type."),
-                    "size": integer("Bytes."),
-                    "content_id": string_or_null("Set for inline parts referenced as `cid:` from HTML."),
-                    "inline": boolean("Embedded inline instead of attached."),
-                }),
-            ),
-        ),
-        (
             "AttachmentInput",
             input(
                 "A file to send.",
@@ -1892,17 +1605,6 @@ fn schemas() -> Value {
             ),
         ),
         (
-            "MessageUpdate",
-            input(
-                "The body of `PATCH /messages/{id}`; only fields sent change.",
-                &[],
-                json!({
-                    "is_read": boolean("Read flag."),
-                    "is_starred": boolean("Star flag."),
-                }),
-            ),
-        ),
-        (
             "Webhook",
             json!({
                 "type": "object",
@@ -2244,10 +1946,6 @@ fn query_schema(ty: Ty) -> Value {
             { "type": "string", "format": "date-time" },
         ] }),
         Ty::Enum(values) => json!({ "type": "string", "enum": values }),
-        Ty::CsvEnum(values) => json!({
-            "type": "string",
-            "pattern": format!("^({0})(,({0}))*$", values.join("|")),
-        }),
     }
 }
 

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::emails::push_mailbox_filters;
+use crate::api::emails::mailbox_filter;
 use crate::api::extract::{ApiJson, Auth, Params, RawBody, parse_json};
 use crate::api::pagination::ReadPage;
 use crate::app::AppState;
@@ -95,14 +95,7 @@ pub async fn list(
     if let Some(t) = params.until(&mut p, "until") {
         q.push(" AND t.last_message_at <= ").bind(t);
     }
-    push_mailbox_filters(
-        &params,
-        &mut p,
-        &mut q,
-        "t.mailbox_id",
-        "t.mailbox",
-        "t.domain",
-    );
+    mailbox_filter(&params, &mut p).push(&mut q, "t.mailbox_id", "t.mailbox", "t.domain");
     p.finish()?;
     match (sqlite_search, params.text("q")) {
         (Some(text), _) => {

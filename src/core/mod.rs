@@ -13,6 +13,7 @@ pub mod inbound_hook;
 pub mod labels;
 pub mod mailboxes;
 pub mod memory;
+pub mod message_lists;
 pub mod messages;
 pub mod paging;
 pub mod provider_events;

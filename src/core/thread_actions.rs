@@ -125,7 +125,7 @@ pub async fn read(db: &Db, t: &Thread, include_body: bool) -> Result<Value, sqlx
     let mut out = Vec::new();
     for m in thread_messages(db, &t.id).await? {
         out.push(if include_body {
-            messages::full_json(db, &m).await?
+            serde_json::to_value(messages::detail(db, &m).await?).unwrap_or(Value::Null)
         } else {
             m.summary_json()
         });

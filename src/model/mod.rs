@@ -7,6 +7,8 @@
 
 mod envelope;
 pub mod labels;
+pub mod messages;
+pub mod query;
 mod time;
 
 pub use envelope::{Deleted, List, ListObject};
