@@ -46,6 +46,9 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(emails::get))
         .routes(routes!(emails::attachment))
         .routes(routes!(messages::list))
+        .routes(routes!(contacts::list))
+        .routes(routes!(threads::list))
+        .routes(routes!(threads::get, threads::patch, threads::delete))
         .routes(routes!(messages::get, messages::patch))
         .routes(routes!(messages::raw))
         .routes(routes!(messages::attachment))
@@ -69,13 +72,6 @@ pub fn router(state: AppState) -> Router {
             get(suppressions::list).post(suppressions::add),
         )
         .route("/suppressions/{id}", delete(suppressions::remove))
-        .route("/threads", get(threads::list))
-        .route(
-            "/threads/{id}",
-            get(threads::get)
-                .patch(threads::patch)
-                .delete(threads::delete),
-        )
         .route("/threads/{id}/reply", post(threads::reply))
         .route("/drafts", get(drafts::list).post(drafts::create))
         .route(
@@ -85,7 +81,6 @@ pub fn router(state: AppState) -> Router {
                 .delete(drafts::delete),
         )
         .route("/drafts/{id}/send", post(drafts::send))
-        .route("/contacts", get(contacts::list))
         .route("/domains", get(domains::list).post(domains::create))
         .route(
             "/domains/{id}",

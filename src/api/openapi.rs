@@ -36,8 +36,6 @@ enum Access {
 enum Ty {
     Str,
     Bool,
-    /// A date (`2026-11-22`) or a full ISO 8601 timestamp.
-    Instant,
     Address,
     Enum(&'static [&'static str]),
 }
@@ -140,16 +138,6 @@ const SCOPES: &[&str] = &[
     "webhooks:write",
     "mail:read",
     "mail:write",
-];
-
-const MAILBOX_FILTERS: [Query; 3] = [
-    q(
-        "mailbox_id",
-        Ty::Str,
-        "Only mail of this mailbox (`mbx_` id).",
-    ),
-    q("mailbox", Ty::Address, "Only mail of this mailbox address."),
-    q("domain", Ty::Str, "Only mail on this domain name."),
 ];
 
 // Error sets (spec §7). 401 and 429 apply to every keyed call, 500 to all.
@@ -374,117 +362,6 @@ static OPS: &[Op] = &[
         ..BASE
     },
     Op {
-        path: "/api/v1/threads",
-        id: "listThreads",
-        access: Access::Scope("mail:read"),
-        summary: "List threads",
-        doc: "Paged, newest first by `last_message_at`. Without `folder` (or with `folder=all`) \
-              every thread not in trash or spam is listed; trash and spam only when asked for by \
-              name.",
-        query: &[
-            q(
-                "folder",
-                Ty::Enum(&["inbox", "sent", "drafts", "archive", "spam", "trash", "all"]),
-                "Only threads in this folder.",
-            ),
-            q(
-                "label_id",
-                Ty::Str,
-                "Only threads carrying this label (`lbl_` id).",
-            ),
-            q(
-                "label",
-                Ty::Str,
-                "Only threads carrying the label of this name.",
-            ),
-            q(
-                "q",
-                Ty::Str,
-                "Full text: every word somewhere in the thread's messages (drafts aside).",
-            ),
-            q(
-                "unread",
-                Ty::Bool,
-                "true: threads with anything unread; false: none unread.",
-            ),
-            q("starred", Ty::Bool, "Starred or not."),
-            q("has_attachments", Ty::Bool, "With files or not."),
-            q(
-                "participant",
-                Ty::Address,
-                "Any address on the conversation.",
-            ),
-            q("subject", Ty::Str, "Substring of the subject."),
-            q("since", Ty::Instant, "`last_message_at` at or after."),
-            q(
-                "until",
-                Ty::Instant,
-                "`last_message_at` at or before; a date means the end of that day (UTC).",
-            ),
-            MAILBOX_FILTERS[0],
-            MAILBOX_FILTERS[1],
-            MAILBOX_FILTERS[2],
-        ],
-        paged: true,
-        replies: &[ok(200, "A page of threads.", Content::List("Thread"))],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/threads/{id}",
-        id: "getThread",
-        access: Access::Scope("mail:read"),
-        summary: "Read a thread",
-        doc: "The thread with every message in `messages`, oldest first, with bodies and \
-              attachments; `include_body=false` gives the lighter message summaries.",
-        path_params: &[("id", "The thread id (`thr_…`).")],
-        query: &[q(
-            "include_body",
-            Ty::Bool,
-            "Default true; false leaves out bodies, headers, attachments and events.",
-        )],
-        replies: &[ok(200, "The thread.", Content::Json("ThreadDetail"))],
-        errors: &[401, 403, 404, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "patch",
-        path: "/api/v1/threads/{id}",
-        id: "updateThread",
-        access: Access::Scope("mail:write"),
-        summary: "Move, flag or label a thread",
-        doc: "Only fields sent change. Labels are resolved before anything is written: an \
-              unknown label is 422 and nothing changes. Drafts stay where they are when \
-              `folder` is set. Emits `thread.updated`.",
-        path_params: &[("id", "The thread id (`thr_…`).")],
-        body: Content::Json("ThreadUpdate"),
-        replies: &[ok(200, "The thread as it now is.", Content::Json("Thread"))],
-        errors: &[401, 403, 404, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "delete",
-        path: "/api/v1/threads/{id}",
-        id: "deleteThread",
-        access: Access::Scope("mail:write"),
-        summary: "Trash or delete a thread",
-        doc: "Moves the thread to trash; deleting a thread already in trash, or with \
-              `permanent=true`, removes it for good.",
-        path_params: &[("id", "The thread id (`thr_…`).")],
-        query: &[q(
-            "permanent",
-            Ty::Bool,
-            "Skip trash and remove for good. Default false.",
-        )],
-        replies: &[ok(
-            200,
-            "Trashed or removed.",
-            Content::Json("ThreadDeleted"),
-        )],
-        errors: &[401, 403, 404, 422, 429, 500],
-        ..BASE
-    },
-    Op {
         method: "post",
         path: "/api/v1/threads/{id}/reply",
         id: "replyToThread",
@@ -580,36 +457,6 @@ static OPS: &[Op] = &[
             Content::Json("SendResult"),
         )],
         errors: &[401, 403, 404, 422, 429, 500, 503],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/contacts",
-        id: "listContacts",
-        access: Access::Scope("mail:read"),
-        summary: "List contacts",
-        doc: "Paged: every address seen in mail of the mailboxes the key reaches, newest first \
-              by `last_seen_at`, or by `message_count` with `order=frequent`.",
-        query: &[
-            q(
-                "order",
-                Ty::Enum(&["recent", "frequent"]),
-                "recent (default): by `last_seen_at`; frequent: by `message_count`.",
-            ),
-            q("q", Ty::Str, "Substring of the address or name."),
-            q(
-                "mailbox",
-                Ty::Address,
-                "Only contacts of this mailbox address.",
-            ),
-            q(
-                "mailbox_id",
-                Ty::Str,
-                "Only contacts of this mailbox (`mbx_` id).",
-            ),
-        ],
-        paged: true,
-        replies: &[ok(200, "A page of contacts.", Content::List("Contact"))],
-        errors: READ_LIST,
         ..BASE
     },
     Op {
@@ -1376,23 +1223,6 @@ fn schemas() -> Value {
             ),
         ),
         (
-            "Contact",
-            object(
-                "An address seen in mail of a mailbox.",
-                json!({
-                    "object": constant("contact"),
-                    "id": string("Contact id."),
-                    "address": string("The address."),
-                    "name": string_or_null("Display name last seen."),
-                    "mailbox": string("The mailbox address."),
-                    "mailbox_id": string("`mbx_` prefix."),
-                    "message_count": integer("Messages exchanged."),
-                    "first_seen_at": time("First message."),
-                    "last_seen_at": time("Latest message."),
-                }),
-            ),
-        ),
-        (
             "LabelRef",
             object(
                 "A label as embedded in a thread.",
@@ -1446,85 +1276,6 @@ fn schemas() -> Value {
                     "object": constant("label"),
                     "id": string("`lbl_` prefix."),
                     "deleted": { "const": true },
-                }),
-            ),
-        ),
-        (
-            "Participant",
-            object(
-                "A person on a conversation.",
-                json!({
-                    "name": string("Display name; empty when unknown."),
-                    "address": string("Address."),
-                }),
-            ),
-        ),
-        (
-            "Thread",
-            object(
-                "A conversation.",
-                json!({
-                    "object": constant("thread"),
-                    "id": string("`thr_` prefix."),
-                    "mailbox": string("Mailbox address."),
-                    "mailbox_id": string("`mbx_` prefix."),
-                    "subject": string("Subject of the first message."),
-                    "snippet": string("Short preview of the latest message."),
-                    "folders": {
-                        "type": "array",
-                        "items": { "type": "string", "enum": ["inbox", "sent", "drafts", "archive", "spam", "trash"] },
-                        "description": "A thread may be in several folders.",
-                    },
-                    "participants": { "type": "array", "items": r("Participant") },
-                    "message_count": integer("Messages in the thread."),
-                    "unread_count": integer("Unread messages."),
-                    "is_starred": boolean("Star flag."),
-                    "has_attachments": boolean("Whether any message has files."),
-                    "last_message_at": time("Time of the latest message."),
-                    "created_at": time("When the thread began."),
-                    "labels": { "type": "array", "items": r("LabelRef") },
-                }),
-            ),
-        ),
-        (
-            "ThreadDetail",
-            json!({
-                "description": "The single read of a thread: every message, oldest first.",
-                "allOf": [
-                    r("Thread"),
-                    object("", json!({
-                        "messages": {
-                            "type": "array",
-                            "description": "Full messages; summaries with `include_body=false`.",
-                            "items": { "anyOf": [r("MessageDetail"), r("Message")] },
-                        },
-                    })),
-                ],
-            }),
-        ),
-        (
-            "ThreadUpdate",
-            input(
-                "The body of `PATCH /threads/{id}`; only fields sent change.",
-                &[],
-                json!({
-                    "folder": { "type": "string", "enum": ["inbox", "sent", "archive", "spam", "trash"] },
-                    "is_read": boolean("Mark every message read or unread."),
-                    "is_starred": boolean("Star flag."),
-                    "add_labels": { "type": "array", "items": { "type": "string" }, "description": "Label names or ids." },
-                    "remove_labels": { "type": "array", "items": { "type": "string" }, "description": "Label names or ids." },
-                }),
-            ),
-        ),
-        (
-            "ThreadDeleted",
-            object(
-                "A trashed or removed thread.",
-                json!({
-                    "object": constant("thread"),
-                    "id": string("`thr_` prefix."),
-                    "deleted": { "const": true },
-                    "permanent": boolean("false: moved to trash; true: removed for good."),
                 }),
             ),
         ),
@@ -1941,10 +1692,6 @@ fn query_schema(ty: Ty) -> Value {
         Ty::Str => json!({ "type": "string" }),
         Ty::Bool => json!({ "type": "boolean" }),
         Ty::Address => json!({ "type": "string", "format": "email" }),
-        Ty::Instant => json!({ "anyOf": [
-            { "type": "string", "format": "date" },
-            { "type": "string", "format": "date-time" },
-        ] }),
         Ty::Enum(values) => json!({ "type": "string", "enum": values }),
     }
 }

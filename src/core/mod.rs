@@ -1,5 +1,6 @@
 //! The rules of the service, callable without HTTP.
 pub mod auth_results;
+pub mod contacts;
 pub mod dkim;
 pub mod dmarc;
 pub mod domains;
