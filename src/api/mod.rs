@@ -49,6 +49,8 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(contacts::list))
         .routes(routes!(threads::list))
         .routes(routes!(threads::get, threads::patch, threads::delete))
+        .routes(routes!(drafts::list, drafts::create))
+        .routes(routes!(drafts::get, drafts::update, drafts::delete))
         .routes(routes!(messages::get, messages::patch))
         .routes(routes!(messages::raw))
         .routes(routes!(messages::attachment))
@@ -73,13 +75,6 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/suppressions/{id}", delete(suppressions::remove))
         .route("/threads/{id}/reply", post(threads::reply))
-        .route("/drafts", get(drafts::list).post(drafts::create))
-        .route(
-            "/drafts/{id}",
-            get(drafts::get)
-                .patch(drafts::update)
-                .delete(drafts::delete),
-        )
         .route("/drafts/{id}/send", post(drafts::send))
         .route("/domains", get(domains::list).post(domains::create))
         .route(

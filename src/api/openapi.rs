@@ -380,68 +380,6 @@ static OPS: &[Op] = &[
         ..BASE
     },
     Op {
-        path: "/api/v1/drafts",
-        id: "listDrafts",
-        access: Access::Scope("mail:read"),
-        summary: "List drafts",
-        doc: "Paged, newest first by `created_at`.",
-        query: &[q(
-            "mailbox",
-            Ty::Str,
-            "Only drafts of this mailbox (address or `mbx_` id).",
-        )],
-        paged: true,
-        replies: &[ok(200, "A page of drafts.", Content::List("Draft"))],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/drafts",
-        id: "createDraft",
-        access: Access::Scope("mail:write"),
-        summary: "Create a draft",
-        doc: "An unsent message in a mailbox the key reaches, optionally in an existing thread.",
-        body: Content::Json("DraftCreate"),
-        replies: &[ok(201, "Created.", Content::Json("Draft"))],
-        errors: &[401, 403, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/drafts/{id}",
-        id: "getDraft",
-        access: Access::Scope("mail:read"),
-        summary: "Read a draft",
-        path_params: &[("id", "The draft's message id (`msg_…`).")],
-        replies: &[ok(200, "The draft.", Content::Json("Draft"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        method: "patch",
-        path: "/api/v1/drafts/{id}",
-        id: "updateDraft",
-        access: Access::Scope("mail:write"),
-        summary: "Edit a draft",
-        doc: "Only fields sent change; `from` and `thread_id` are fixed at creation.",
-        path_params: &[("id", "The draft's message id (`msg_…`).")],
-        body: Content::Json("DraftUpdate"),
-        replies: &[ok(200, "The draft as it now is.", Content::Json("Draft"))],
-        errors: &[401, 403, 404, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "delete",
-        path: "/api/v1/drafts/{id}",
-        id: "deleteDraft",
-        access: Access::Scope("mail:write"),
-        summary: "Delete a draft",
-        path_params: &[("id", "The draft's message id (`msg_…`).")],
-        replies: &[ok(200, "Deleted.", Content::Json("DraftDeleted"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
         method: "post",
         path: "/api/v1/drafts/{id}/send",
         id: "sendDraft",
@@ -1298,62 +1236,6 @@ fn schemas() -> Value {
                     "attachments": { "type": "array", "maxItems": 20, "items": r("AttachmentInput") },
                 },
             }),
-        ),
-        (
-            "Draft",
-            json!({
-                "description": "An unsent message (`is_draft` true, `status` draft) with its bodies.",
-                "allOf": [
-                    r("Message"),
-                    object("", json!({
-                        "text": string("Plain-text body."),
-                        "html": string("HTML body."),
-                    })),
-                ],
-            }),
-        ),
-        (
-            "DraftCreate",
-            input(
-                "The body of `POST /drafts`.",
-                &["from"],
-                json!({
-                    "from": string("The address of a mailbox the key reaches."),
-                    "thread_id": string("Put the draft in this thread of that mailbox."),
-                    "to": one_or_many("Recipients."),
-                    "cc": one_or_many("Copy recipients."),
-                    "bcc": one_or_many("Blind-copy recipients."),
-                    "subject": string("Subject."),
-                    "text": string("Plain-text body."),
-                    "html": string("HTML body."),
-                }),
-            ),
-        ),
-        (
-            "DraftUpdate",
-            input(
-                "The body of `PATCH /drafts/{id}`; only fields sent change.",
-                &[],
-                json!({
-                    "to": one_or_many("Recipients."),
-                    "cc": one_or_many("Copy recipients."),
-                    "bcc": one_or_many("Blind-copy recipients."),
-                    "subject": string("Subject."),
-                    "text": string("Plain-text body."),
-                    "html": string("HTML body."),
-                }),
-            ),
-        ),
-        (
-            "DraftDeleted",
-            object(
-                "A deleted draft.",
-                json!({
-                    "object": constant("draft"),
-                    "id": string("`msg_` prefix."),
-                    "deleted": { "const": true },
-                }),
-            ),
         ),
         (
             "Webhook",

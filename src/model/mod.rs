@@ -6,6 +6,7 @@
 //! generated from the very types that are serialised.
 
 pub mod contacts;
+pub mod drafts;
 mod envelope;
 pub mod labels;
 pub mod messages;
