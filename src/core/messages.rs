@@ -435,4 +435,52 @@ mod tests {
         assert_eq!(v["opened_at"], Value::Null);
         assert_eq!(v["created_at"], crate::clock::iso(1_795_000_000_000_000));
     }
+
+    /// The single read is the summary followed by the bodies, headers,
+    /// attachments and events, with absent event fields left out.
+    #[test]
+    fn the_detail_extends_the_summary() {
+        let m = message();
+        let d = model::MessageDetail {
+            message: m.summary(),
+            text: m.text.clone(),
+            html: m.html.clone(),
+            headers: Value::Null,
+            attachments: vec![],
+            attachment_count: 0,
+            events: vec![model::Event {
+                object: model::EventObject,
+                kind: "delivery".into(),
+                occurred_at: Timestamp(5),
+                recipient: None,
+                detail: None,
+            }],
+        };
+        let v = serde_json::to_value(&d).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys[..28],
+            *m.summary_json()
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            keys[28..],
+            [
+                "text",
+                "html",
+                "headers",
+                "attachments",
+                "attachment_count",
+                "events"
+            ]
+        );
+        assert_eq!(
+            v["events"][0],
+            serde_json::json!({"object": "event", "type": "delivery", "occurred_at": crate::clock::iso(5)})
+        );
+    }
 }

@@ -616,3 +616,55 @@ pub async fn reply(
     };
     sending::send(state, key, input).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `thread.updated` payloads carry the thread: its fields, their order
+    /// and the participants as stored are part of the payload's bytes.
+    #[test]
+    fn the_wire_thread_keeps_the_event_payload_shape() {
+        let t = Thread {
+            id: "thr_1".into(),
+            mailbox_id: "mbx_1".into(),
+            mailbox: "a@example.com".into(),
+            domain: "example.com".into(),
+            subject: "Hi".into(),
+            snippet: "hello".into(),
+            folders: vec!["inbox".into(), "drafts".into()],
+            participants: serde_json::from_str(
+                r#"[{"name":"","address":"a@example.com"},{"name":"B","address":"b@example.org"}]"#,
+            )
+            .unwrap(),
+            message_count: 2,
+            unread_count: 1,
+            is_starred: false,
+            has_attachments: false,
+            last_message_at: 1_795_000_000_000_001,
+            created_at: 1_795_000_000_000_000,
+        };
+        let label = Label {
+            id: "lbl_1".into(),
+            name: "Work".into(),
+            color: "#9ca3af".into(),
+            created_at: 1,
+        };
+        let text = serde_json::to_string(&t.to_wire(&[label])).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                concat!(
+                    r#"{{"object":"thread","id":"thr_1","mailbox":"a@example.com","mailbox_id":"mbx_1","#,
+                    r#""subject":"Hi","snippet":"hello","folders":["inbox","drafts"],"#,
+                    r#""participants":[{{"name":"","address":"a@example.com"}},{{"name":"B","address":"b@example.org"}}],"#,
+                    r#""message_count":2,"unread_count":1,"is_starred":false,"has_attachments":false,"#,
+                    r#""last_message_at":"{}","created_at":"{}","#,
+                    r#""labels":[{{"object":"label","id":"lbl_1","name":"Work"}}]}}"#
+                ),
+                clock::iso(1_795_000_000_000_001),
+                clock::iso(1_795_000_000_000_000)
+            )
+        );
+    }
+}
