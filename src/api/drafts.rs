@@ -3,30 +3,20 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::api::extract::{ApiJson, Auth, Params};
-use crate::api::pagination::ReadPage;
+use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::core::drafts::{self, DraftContent};
-use crate::core::sending::OneOrMany;
 use crate::core::validate;
-use crate::error::{ApiResult, Problems};
+use crate::error::{ApiError, ApiResult, Problems};
 use crate::mime::compose::Named;
-
-#[derive(Deserialize)]
-pub struct DraftBody {
-    from: Option<String>,
-    thread_id: Option<String>,
-    to: Option<OneOrMany>,
-    cc: Option<OneOrMany>,
-    bcc: Option<OneOrMany>,
-    subject: Option<String>,
-    text: Option<String>,
-    html: Option<String>,
-}
+use crate::model::drafts::{
+    Draft, DraftCreate, DraftListQuery, DraftObject, DraftUpdate, OneOrMany,
+};
+use crate::model::{Deleted, List};
 
 fn list_of(p: &mut Problems, param: &str, v: Option<OneOrMany>) -> Option<Vec<Named>> {
     v.map(|v| {
@@ -39,10 +29,7 @@ fn list_of(p: &mut Problems, param: &str, v: Option<OneOrMany>) -> Option<Vec<Na
 }
 
 /// Applies the given fields over `base`, validating each.
-fn merge(
-    body: DraftBody,
-    base: DraftContent,
-) -> Result<(Option<String>, Option<String>, DraftContent), crate::error::ApiError> {
+fn merge(body: DraftUpdate, base: DraftContent) -> Result<DraftContent, ApiError> {
     let mut p = Problems::new();
     let to = list_of(&mut p, "to", body.to);
     let cc = list_of(&mut p, "cc", body.cc);
@@ -53,81 +40,126 @@ fn merge(
         p.add("subject", "must not contain line breaks");
     }
     p.finish()?;
-    Ok((
-        body.from,
-        body.thread_id,
-        DraftContent {
-            to: to.unwrap_or(base.to),
-            cc: cc.unwrap_or(base.cc),
-            bcc: bcc.unwrap_or(base.bcc),
-            subject: body.subject.unwrap_or(base.subject),
-            text: body.text.unwrap_or(base.text),
-            html: body.html.unwrap_or(base.html),
-        },
-    ))
+    Ok(DraftContent {
+        to: to.unwrap_or(base.to),
+        cc: cc.unwrap_or(base.cc),
+        bcc: bcc.unwrap_or(base.bcc),
+        subject: body.subject.unwrap_or(base.subject),
+        text: body.text.unwrap_or(base.text),
+        html: body.html.unwrap_or(base.html),
+    })
 }
 
+/// Create a draft
+///
+/// An unsent message in a mailbox the key reaches, optionally in an existing thread.
+#[utoipa::path(post, path = "/drafts", operation_id = "createDraft",
+    request_body = DraftCreate,
+    security(("bearer" = ["mail:write"])),
+    responses((status = 201, description = "Created.", body = Draft)))]
 pub async fn create(
     State(s): State<AppState>,
     Auth(key): Auth,
-    ApiJson(body): ApiJson<DraftBody>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+    ApiJson(body): ApiJson<DraftCreate>,
+) -> ApiResult<(StatusCode, Json<Draft>)> {
     key.require(Scope::MailWrite)?;
-    let (from, thread_id, content) = merge(body, DraftContent::default())?;
-    let from = from.ok_or_else(|| {
-        crate::error::ApiError::invalid("from", "the mailbox address is required")
-    })?;
-    let from = validate::address(&from).map_err(|e| crate::error::ApiError::invalid("from", e))?;
-    let d = drafts::create(&s, &key, &from, thread_id.as_deref(), content).await?;
-    Ok((StatusCode::CREATED, Json(drafts::to_json(&d))))
+    let DraftCreate {
+        from,
+        thread_id,
+        to,
+        cc,
+        bcc,
+        subject,
+        text,
+        html,
+    } = body;
+    let content = merge(
+        DraftUpdate {
+            to,
+            cc,
+            bcc,
+            subject,
+            text,
+            html,
+        },
+        DraftContent::default(),
+    )?;
+    let from = from.ok_or_else(|| ApiError::invalid("from", "the mailbox address is required"))?;
+    let from = validate::address(&from).map_err(|e| ApiError::invalid("from", e))?;
+    let d = drafts::create(&s.db, &key, &from, thread_id.as_deref(), content).await?;
+    Ok((StatusCode::CREATED, Json(drafts::to_wire(&d))))
 }
 
+/// List drafts
+///
+/// Paged, newest first by `created_at`.
+#[utoipa::path(get, path = "/drafts", operation_id = "listDrafts",
+    params(PageQuery, DraftListQuery),
+    security(("bearer" = ["mail:read"])),
+    responses((status = 200, description = "A page of drafts.", body = List<Draft>)))]
 pub async fn list(
     State(s): State<AppState>,
     Auth(key): Auth,
     params: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<List<Draft>>> {
     key.require(Scope::MailRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
     p.finish()?;
-    let items = drafts::list(&s, &key, &page, params.text("mailbox")).await?;
-    Ok(Json(page.envelope(&s.cursors, items)))
+    let items = drafts::list(&s.db, &key.reach, &page, params.text("mailbox")).await?;
+    Ok(Json(page.list(&s.cursors, items)))
 }
 
+/// Read a draft
+#[utoipa::path(get, path = "/drafts/{id}", operation_id = "getDraft",
+    params(("id" = String, Path, description = "The draft's message id (`msg_…`).")),
+    security(("bearer" = ["mail:read"])),
+    responses((status = 200, description = "The draft.", body = Draft)))]
 pub async fn get(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Draft>> {
     key.require(Scope::MailRead)?;
-    Ok(Json(drafts::to_json(&drafts::get(&s, &key, &id).await?)))
+    Ok(Json(drafts::to_wire(
+        &drafts::get(&s.db, &key.reach, &id).await?,
+    )))
 }
 
+/// Edit a draft
+///
+/// Only fields sent change; `from` and `thread_id` are fixed at creation.
+#[utoipa::path(patch, path = "/drafts/{id}", operation_id = "updateDraft",
+    params(("id" = String, Path, description = "The draft's message id (`msg_…`).")),
+    request_body = DraftUpdate,
+    security(("bearer" = ["mail:write"])),
+    responses((status = 200, description = "The draft as it now is.", body = Draft)))]
 pub async fn update(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-    ApiJson(body): ApiJson<DraftBody>,
-) -> ApiResult<Json<Value>> {
+    ApiJson(body): ApiJson<DraftUpdate>,
+) -> ApiResult<Json<Draft>> {
     key.require(Scope::MailWrite)?;
-    let current = drafts::get(&s, &key, &id).await?;
-    let (_, _, content) = merge(body, drafts::content_of(&current))?;
-    Ok(Json(drafts::to_json(
-        &drafts::update(&s, &key, &id, content).await?,
+    let current = drafts::get(&s.db, &key.reach, &id).await?;
+    let content = merge(body, drafts::content_of(&current))?;
+    Ok(Json(drafts::to_wire(
+        &drafts::update(&s.db, &key.reach, &id, content).await?,
     )))
 }
 
+/// Delete a draft
+#[utoipa::path(delete, path = "/drafts/{id}", operation_id = "deleteDraft",
+    params(("id" = String, Path, description = "The draft's message id (`msg_…`).")),
+    security(("bearer" = ["mail:write"])),
+    responses((status = 200, description = "Deleted.", body = Deleted<DraftObject>)))]
 pub async fn delete(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Deleted<DraftObject>>> {
     key.require(Scope::MailWrite)?;
-    let d = drafts::delete(&s, &key, &id).await?;
-    Ok(Json(
-        json!({"object": "draft", "id": d.id, "deleted": true}),
-    ))
+    Ok(Json(drafts::delete(&s.db, &key.reach, &id).await?))
 }
 
 pub async fn send(

@@ -10,29 +10,20 @@ use serde_json::{Value, json};
 
 use crate::api::attachments;
 use crate::api::extract::{Auth, Params, RawBody, parse_json};
-use crate::api::pagination::ReadPage;
+use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
 use crate::core::idempotency::{self, Begin};
 use crate::core::memory;
-use crate::core::messages::{self, COLUMNS, Direction, Message};
-use crate::core::search;
+use crate::core::message_lists::{self, MailboxFilter, SentFilter};
+use crate::core::messages::{self, Direction};
 use crate::core::sending::{self, SendBody};
 use crate::core::validate;
 use crate::error::{ApiError, ApiResult, Problems};
-use crate::store::Sql;
+use crate::model::List;
+use crate::model::messages::{EmailListQuery, FileBytes, Message, MessageDetail, SentStatus};
 
 pub const MAX_BATCH: usize = 100;
-const STATUSES: &[&str] = &[
-    "queued",
-    "sent",
-    "delivered",
-    "bounced",
-    "complained",
-    "rejected",
-    "delayed",
-    "failed",
-];
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
@@ -300,129 +291,92 @@ pub async fn batch(
     .await
 }
 
+/// List sent messages
+///
+/// Paged list of sent messages, newest first by `created_at`, without bodies. Drafts are excluded.
+#[utoipa::path(get, path = "/emails", operation_id = "listEmails",
+    params(PageQuery, EmailListQuery),
+    security(("bearer" = ["emails:read"])),
+    responses((status = 200, description = "A page of messages.", body = List<Message>)))]
 pub async fn list(
     State(s): State<AppState>,
     Auth(key): Auth,
     params: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<List<Message>>> {
     key.require(Scope::EmailsRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
-    let mut q = Sql::new(&format!(
-        "SELECT {COLUMNS} FROM messages m WHERE m.direction = 'outbound' AND m.is_draft = 0"
-    ));
-    key.reach
-        .filter_address_columns(&mut q, "m.mailbox", "m.domain");
+    let mut f = SentFilter::default();
     if let Some(raw) = params.text("status") {
-        let list: Vec<String> = raw
-            .split(',')
-            .map(|x| x.trim().to_string())
-            .filter(|x| !x.is_empty())
-            .collect();
-        match list.iter().find(|x| !STATUSES.contains(&x.as_str())) {
-            Some(bad) => p.add(
-                "status",
-                format!("unknown status {bad:?}; one of {}", STATUSES.join(", ")),
-            ),
-            None if !list.is_empty() => {
-                q.push(" AND m.status IN ");
-                q.bind_list(&list);
+        for x in raw.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            match SentStatus::parse(x) {
+                Some(st) => f.statuses.push(st),
+                None => {
+                    let all: Vec<&str> = SentStatus::ALL.iter().map(|s| s.as_str()).collect();
+                    p.add(
+                        "status",
+                        format!("unknown status {x:?}; one of {}", all.join(", ")),
+                    );
+                    break;
+                }
             }
-            None => {}
         }
     }
-    if let Some(from) = params.text("from") {
-        q.push(" AND m.from_address = ")
-            .bind(from.trim().to_lowercase());
-    }
-    if let Some(to) = params.text("to") {
-        q.push(" AND EXISTS (SELECT 1 FROM message_recipients r WHERE r.message_id = m.id AND r.address = ")
-            .bind(to.trim().to_lowercase())
-            .push(")");
-    }
-    if let Some(subject) = params.text("subject") {
-        q.push(" AND ");
-        s.db.push_contains(&mut q, "m.subject", subject);
-    }
-    if let Some(text) = params.text("q") {
-        search::push_match(&mut q, s.db.backend(), "m", text);
-    }
-    match params.flag(&mut p, "opened") {
-        Some(true) => {
-            q.push(" AND m.opened_at IS NOT NULL");
-        }
-        Some(false) => {
-            q.push(" AND m.opened_at IS NULL");
-        }
-        None => {}
-    }
-    if let Some(k) = params.text("api_key_id") {
-        q.push(" AND m.api_key_id = ").bind(k);
-    }
-    if let Some(t) = params.instant(&mut p, "since") {
-        q.push(" AND m.created_at >= ").bind(t);
-    }
-    if let Some(t) = params.until(&mut p, "until") {
-        q.push(" AND m.created_at <= ").bind(t);
-    }
-    push_mailbox_filters(
-        &params,
-        &mut p,
-        &mut q,
-        "m.mailbox_id",
-        "m.mailbox",
-        "m.domain",
-    );
+    f.from = params.text("from").map(str::to_string);
+    f.to = params.text("to").map(str::to_string);
+    f.subject = params.text("subject").map(str::to_string);
+    f.text = params.text("q").map(str::to_string);
+    f.opened = params.flag(&mut p, "opened");
+    f.api_key_id = params.text("api_key_id").map(str::to_string);
+    f.since = params.instant(&mut p, "since");
+    f.until = params.until(&mut p, "until");
+    f.mailboxes = mailbox_filter(&params, &mut p);
     p.finish()?;
-    page.push(&mut q, "m.created_at", "m.id");
-    let rows = q.fetch_all(s.db.reader()).await?;
-    let mut items = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let m = Message::from_row(r)?;
-        items.push((m.created_at, m.id.clone(), m.summary_json()));
-    }
-    Ok(Json(page.envelope(&s.cursors, items)))
+    let items = message_lists::sent(&s.db, &key.reach, &f, &page).await?;
+    Ok(Json(page.list(&s.cursors, items)))
 }
 
-/// `mailbox_id`, `mailbox` and `domain` filters shared by mail lists.
-pub fn push_mailbox_filters(
-    params: &Params,
-    p: &mut Problems,
-    q: &mut Sql,
-    id_col: &str,
-    address_col: &str,
-    domain_col: &str,
-) {
-    if let Some(id) = params.text("mailbox_id") {
-        q.push(&format!(" AND {id_col} = ")).bind(id);
-    }
-    if let Some(addr) = params.text("mailbox") {
-        match validate::address(addr) {
-            Ok(a) => {
-                q.push(&format!(" AND {address_col} = ")).bind(a);
-            }
-            Err(e) => p.add("mailbox", e),
-        }
-    }
-    if let Some(d) = params.text("domain") {
-        q.push(&format!(" AND {domain_col} = "))
-            .bind(d.trim().to_ascii_lowercase());
+/// `mailbox_id`, `mailbox` and `domain`, the filters every mail list takes.
+pub fn mailbox_filter(params: &Params, p: &mut Problems) -> MailboxFilter {
+    MailboxFilter {
+        mailbox_id: params.text("mailbox_id").map(str::to_string),
+        mailbox: params
+            .text("mailbox")
+            .and_then(|a| p.check("mailbox", validate::address(a))),
+        domain: params.text("domain").map(str::to_string),
     }
 }
 
+/// Read a message
+///
+/// The message with its bodies, headers, attachments and every event seen so far.
+#[utoipa::path(get, path = "/emails/{id}", operation_id = "getEmail",
+    params(("id" = String, Path, description = "The message id (`msg_…`) or the provider's message id.")),
+    security(("bearer" = ["emails:read"])),
+    responses((status = 200, description = "The message.", body = MessageDetail)))]
 pub async fn get(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<MessageDetail>> {
     key.require(Scope::EmailsRead)?;
     let m = messages::get(&s.db, &key.reach, Direction::Outbound, &id)
         .await?
         .ok_or(ApiError::NotFound("email"))?;
-    Ok(Json(messages::full_json(&s.db, &m).await?))
+    Ok(Json(messages::detail(&s.db, &m).await?))
 }
 
-/// The bytes of one attachment of a sent message.
+/// Download an attachment of a sent message
+///
+/// The bytes of one attachment, with its own `Content-Type` and a `Content-Disposition` naming the file; `X-Content-Type-Options: nosniff`, and types a browser would run (HTML, SVG and other XML, JavaScript) always as `attachment`. Received mail's attachments are under `/api/v1/messages`.
+#[utoipa::path(get, path = "/emails/{id}/attachments/{attachment_id}", operation_id = "getEmailAttachment",
+    params(
+        ("id" = String, Path, description = "The message id (`msg_…`) or the provider's message id."),
+        ("attachment_id" = String, Path, description = "The attachment's `id` as listed on the message."),
+    ),
+    security(("bearer" = ["emails:read"])),
+    responses((status = 200, description = "The file; `Content-Type` is the attachment's own type.",
+        content_type = "application/octet-stream", body = FileBytes)))]
 pub async fn attachment(
     State(s): State<AppState>,
     Auth(key): Auth,

@@ -36,12 +36,8 @@ enum Access {
 enum Ty {
     Str,
     Bool,
-    /// A date (`2026-11-22`) or a full ISO 8601 timestamp.
-    Instant,
     Address,
     Enum(&'static [&'static str]),
-    /// Comma-separated values, each one of these.
-    CsvEnum(&'static [&'static str]),
 }
 
 #[derive(Clone, Copy)]
@@ -131,17 +127,6 @@ const BASE: Op = Op {
     also: &[],
 };
 
-const MESSAGE_STATUSES: &[&str] = &[
-    "queued",
-    "sent",
-    "delivered",
-    "bounced",
-    "complained",
-    "rejected",
-    "delayed",
-    "failed",
-];
-
 const SCOPES: &[&str] = &[
     "emails:send",
     "emails:read",
@@ -153,16 +138,6 @@ const SCOPES: &[&str] = &[
     "webhooks:write",
     "mail:read",
     "mail:write",
-];
-
-const MAILBOX_FILTERS: [Query; 3] = [
-    q(
-        "mailbox_id",
-        Ty::Str,
-        "Only mail of this mailbox (`mbx_` id).",
-    ),
-    q("mailbox", Ty::Address, "Only mail of this mailbox address."),
-    q("domain", Ty::Str, "Only mail on this domain name."),
 ];
 
 // Error sets (spec §7). 401 and 429 apply to every keyed call, 500 to all.
@@ -281,44 +256,6 @@ static OPS: &[Op] = &[
         ..BASE
     },
     Op {
-        path: "/api/v1/emails",
-        id: "listEmails",
-        access: Access::Scope("emails:read"),
-        summary: "List sent messages",
-        doc: "Paged list of sent messages, newest first by `created_at`, without bodies. Drafts \
-              are excluded.",
-        query: &[
-            q(
-                "status",
-                Ty::CsvEnum(MESSAGE_STATUSES),
-                "One or several message statuses, comma-separated.",
-            ),
-            q("from", Ty::Address, "Exact sender address."),
-            q("to", Ty::Address, "Exact recipient address."),
-            q("subject", Ty::Str, "Substring of the subject."),
-            q("q", Ty::Str, "Full text over subject and body."),
-            q(
-                "opened",
-                Ty::Bool,
-                "Only opened (true) or unopened (false) mail.",
-            ),
-            q("api_key_id", Ty::Str, "Only mail sent by this API key."),
-            q("since", Ty::Instant, "Created at or after."),
-            q(
-                "until",
-                Ty::Instant,
-                "Created at or before; a date means the end of that day (UTC).",
-            ),
-            MAILBOX_FILTERS[0],
-            MAILBOX_FILTERS[1],
-            MAILBOX_FILTERS[2],
-        ],
-        paged: true,
-        replies: &[ok(200, "A page of messages.", Content::List("Message"))],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
         method: "post",
         path: "/api/v1/emails",
         id: "sendEmail",
@@ -376,47 +313,6 @@ static OPS: &[Op] = &[
         ..BASE
     },
     Op {
-        path: "/api/v1/emails/{id}",
-        id: "getEmail",
-        access: Access::Scope("emails:read"),
-        summary: "Read a message",
-        doc: "The message with its bodies, headers, attachments and every event seen so far.",
-        path_params: &[(
-            "id",
-            "The message id (`msg_…`) or the provider's message id.",
-        )],
-        replies: &[ok(200, "The message.", Content::Json("MessageDetail"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/emails/{id}/attachments/{attachment_id}",
-        id: "getEmailAttachment",
-        access: Access::Scope("emails:read"),
-        summary: "Download an attachment of a sent message",
-        doc: "The bytes of one attachment, with its own `Content-Type` and a \
-              `Content-Disposition` naming the file; `X-Content-Type-Options: nosniff`, and \
-              types a browser would run (HTML, SVG and other XML, JavaScript) always as \
-              `attachment`. Received mail's attachments are under `/api/v1/messages`.",
-        path_params: &[
-            (
-                "id",
-                "The message id (`msg_…`) or the provider's message id.",
-            ),
-            (
-                "attachment_id",
-                "The attachment's `id` as listed on the message.",
-            ),
-        ],
-        replies: &[ok(
-            200,
-            "The file; `Content-Type` is the attachment's own type.",
-            Content::Raw("application/octet-stream", RawKind::Binary),
-        )],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
         path: "/api/v1/suppressions",
         id: "listSuppressions",
         access: Access::Scope("emails:read"),
@@ -466,117 +362,6 @@ static OPS: &[Op] = &[
         ..BASE
     },
     Op {
-        path: "/api/v1/threads",
-        id: "listThreads",
-        access: Access::Scope("mail:read"),
-        summary: "List threads",
-        doc: "Paged, newest first by `last_message_at`. Without `folder` (or with `folder=all`) \
-              every thread not in trash or spam is listed; trash and spam only when asked for by \
-              name.",
-        query: &[
-            q(
-                "folder",
-                Ty::Enum(&["inbox", "sent", "drafts", "archive", "spam", "trash", "all"]),
-                "Only threads in this folder.",
-            ),
-            q(
-                "label_id",
-                Ty::Str,
-                "Only threads carrying this label (`lbl_` id).",
-            ),
-            q(
-                "label",
-                Ty::Str,
-                "Only threads carrying the label of this name.",
-            ),
-            q(
-                "q",
-                Ty::Str,
-                "Full text: every word somewhere in the thread's messages (drafts aside).",
-            ),
-            q(
-                "unread",
-                Ty::Bool,
-                "true: threads with anything unread; false: none unread.",
-            ),
-            q("starred", Ty::Bool, "Starred or not."),
-            q("has_attachments", Ty::Bool, "With files or not."),
-            q(
-                "participant",
-                Ty::Address,
-                "Any address on the conversation.",
-            ),
-            q("subject", Ty::Str, "Substring of the subject."),
-            q("since", Ty::Instant, "`last_message_at` at or after."),
-            q(
-                "until",
-                Ty::Instant,
-                "`last_message_at` at or before; a date means the end of that day (UTC).",
-            ),
-            MAILBOX_FILTERS[0],
-            MAILBOX_FILTERS[1],
-            MAILBOX_FILTERS[2],
-        ],
-        paged: true,
-        replies: &[ok(200, "A page of threads.", Content::List("Thread"))],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/threads/{id}",
-        id: "getThread",
-        access: Access::Scope("mail:read"),
-        summary: "Read a thread",
-        doc: "The thread with every message in `messages`, oldest first, with bodies and \
-              attachments; `include_body=false` gives the lighter message summaries.",
-        path_params: &[("id", "The thread id (`thr_…`).")],
-        query: &[q(
-            "include_body",
-            Ty::Bool,
-            "Default true; false leaves out bodies, headers, attachments and events.",
-        )],
-        replies: &[ok(200, "The thread.", Content::Json("ThreadDetail"))],
-        errors: &[401, 403, 404, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "patch",
-        path: "/api/v1/threads/{id}",
-        id: "updateThread",
-        access: Access::Scope("mail:write"),
-        summary: "Move, flag or label a thread",
-        doc: "Only fields sent change. Labels are resolved before anything is written: an \
-              unknown label is 422 and nothing changes. Drafts stay where they are when \
-              `folder` is set. Emits `thread.updated`.",
-        path_params: &[("id", "The thread id (`thr_…`).")],
-        body: Content::Json("ThreadUpdate"),
-        replies: &[ok(200, "The thread as it now is.", Content::Json("Thread"))],
-        errors: &[401, 403, 404, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "delete",
-        path: "/api/v1/threads/{id}",
-        id: "deleteThread",
-        access: Access::Scope("mail:write"),
-        summary: "Trash or delete a thread",
-        doc: "Moves the thread to trash; deleting a thread already in trash, or with \
-              `permanent=true`, removes it for good.",
-        path_params: &[("id", "The thread id (`thr_…`).")],
-        query: &[q(
-            "permanent",
-            Ty::Bool,
-            "Skip trash and remove for good. Default false.",
-        )],
-        replies: &[ok(
-            200,
-            "Trashed or removed.",
-            Content::Json("ThreadDeleted"),
-        )],
-        errors: &[401, 403, 404, 422, 429, 500],
-        ..BASE
-    },
-    Op {
         method: "post",
         path: "/api/v1/threads/{id}/reply",
         id: "replyToThread",
@@ -595,68 +380,6 @@ static OPS: &[Op] = &[
         ..BASE
     },
     Op {
-        path: "/api/v1/drafts",
-        id: "listDrafts",
-        access: Access::Scope("mail:read"),
-        summary: "List drafts",
-        doc: "Paged, newest first by `created_at`.",
-        query: &[q(
-            "mailbox",
-            Ty::Str,
-            "Only drafts of this mailbox (address or `mbx_` id).",
-        )],
-        paged: true,
-        replies: &[ok(200, "A page of drafts.", Content::List("Draft"))],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/drafts",
-        id: "createDraft",
-        access: Access::Scope("mail:write"),
-        summary: "Create a draft",
-        doc: "An unsent message in a mailbox the key reaches, optionally in an existing thread.",
-        body: Content::Json("DraftCreate"),
-        replies: &[ok(201, "Created.", Content::Json("Draft"))],
-        errors: &[401, 403, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/drafts/{id}",
-        id: "getDraft",
-        access: Access::Scope("mail:read"),
-        summary: "Read a draft",
-        path_params: &[("id", "The draft's message id (`msg_…`).")],
-        replies: &[ok(200, "The draft.", Content::Json("Draft"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        method: "patch",
-        path: "/api/v1/drafts/{id}",
-        id: "updateDraft",
-        access: Access::Scope("mail:write"),
-        summary: "Edit a draft",
-        doc: "Only fields sent change; `from` and `thread_id` are fixed at creation.",
-        path_params: &[("id", "The draft's message id (`msg_…`).")],
-        body: Content::Json("DraftUpdate"),
-        replies: &[ok(200, "The draft as it now is.", Content::Json("Draft"))],
-        errors: &[401, 403, 404, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "delete",
-        path: "/api/v1/drafts/{id}",
-        id: "deleteDraft",
-        access: Access::Scope("mail:write"),
-        summary: "Delete a draft",
-        path_params: &[("id", "The draft's message id (`msg_…`).")],
-        replies: &[ok(200, "Deleted.", Content::Json("DraftDeleted"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
         method: "post",
         path: "/api/v1/drafts/{id}/send",
         id: "sendDraft",
@@ -672,140 +395,6 @@ static OPS: &[Op] = &[
             Content::Json("SendResult"),
         )],
         errors: &[401, 403, 404, 422, 429, 500, 503],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/messages",
-        id: "listMessages",
-        access: Access::Scope("mail:read"),
-        summary: "List received messages",
-        doc: "Paged list of received mail, newest first by `received_at`, without bodies.",
-        query: &[
-            q(
-                "folder",
-                Ty::Enum(&["inbox", "sent", "drafts", "archive", "spam", "trash", "all"]),
-                "Only messages in this folder.",
-            ),
-            q("thread_id", Ty::Str, "Only messages of this thread."),
-            q("from", Ty::Address, "Exact sender address."),
-            q("to", Ty::Address, "Exact recipient address."),
-            q("subject", Ty::Str, "Substring of the subject."),
-            q("q", Ty::Str, "Full text over subject and body."),
-            q("unread", Ty::Bool, "Unread (true) or read (false) only."),
-            q("since", Ty::Instant, "Received at or after."),
-            q(
-                "until",
-                Ty::Instant,
-                "Received at or before; a date means the end of that day (UTC).",
-            ),
-            MAILBOX_FILTERS[0],
-            MAILBOX_FILTERS[1],
-            MAILBOX_FILTERS[2],
-        ],
-        paged: true,
-        replies: &[ok(200, "A page of messages.", Content::List("Message"))],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/messages/{id}",
-        id: "getMessage",
-        access: Access::Scope("mail:read"),
-        summary: "Read a message",
-        doc: "Any stored message (received or sent) with bodies, headers, attachments and events.",
-        path_params: &[(
-            "id",
-            "The message id (`msg_…`) or the provider's message id.",
-        )],
-        replies: &[ok(200, "The message.", Content::Json("MessageDetail"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        method: "patch",
-        path: "/api/v1/messages/{id}",
-        id: "updateMessage",
-        access: Access::Scope("mail:write"),
-        summary: "Mark a message read or starred",
-        doc: "Only fields sent change; the thread's unread count follows.",
-        path_params: &[(
-            "id",
-            "The message id (`msg_…`) or the provider's message id.",
-        )],
-        body: Content::Json("MessageUpdate"),
-        replies: &[ok(
-            200,
-            "The message as it now is.",
-            Content::Json("MessageDetail"),
-        )],
-        errors: &[401, 403, 404, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/messages/{id}/raw",
-        id: "getMessageRaw",
-        access: Access::Scope("mail:read"),
-        summary: "The original MIME of a received message",
-        path_params: &[("id", "The message id (`msg_…`).")],
-        replies: &[ok(
-            200,
-            "The message exactly as received.",
-            Content::Raw("message/rfc822", RawKind::Binary),
-        )],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/messages/{id}/attachments/{attachment_id}",
-        id: "getMessageAttachment",
-        access: Access::Scope("mail:read"),
-        summary: "Download an attachment of a received message",
-        doc: "As for sent mail: the file with its own `Content-Type`, \
-              `X-Content-Type-Options: nosniff`, and types a browser would run always as \
-              `attachment`.",
-        path_params: &[
-            ("id", "The message id (`msg_…`)."),
-            (
-                "attachment_id",
-                "The attachment's `id` as listed on the message.",
-            ),
-        ],
-        replies: &[ok(
-            200,
-            "The file; `Content-Type` is the attachment's own type.",
-            Content::Raw("application/octet-stream", RawKind::Binary),
-        )],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/contacts",
-        id: "listContacts",
-        access: Access::Scope("mail:read"),
-        summary: "List contacts",
-        doc: "Paged: every address seen in mail of the mailboxes the key reaches, newest first \
-              by `last_seen_at`, or by `message_count` with `order=frequent`.",
-        query: &[
-            q(
-                "order",
-                Ty::Enum(&["recent", "frequent"]),
-                "recent (default): by `last_seen_at`; frequent: by `message_count`.",
-            ),
-            q("q", Ty::Str, "Substring of the address or name."),
-            q(
-                "mailbox",
-                Ty::Address,
-                "Only contacts of this mailbox address.",
-            ),
-            q(
-                "mailbox_id",
-                Ty::Str,
-                "Only contacts of this mailbox (`mbx_` id).",
-            ),
-        ],
-        paged: true,
-        replies: &[ok(200, "A page of contacts.", Content::List("Contact"))],
-        errors: READ_LIST,
         ..BASE
     },
     Op {
@@ -1309,97 +898,6 @@ fn schemas() -> Value {
             ),
         ),
         (
-            "Message",
-            object(
-                "A stored message without bodies (list items and event payloads).",
-                json!({
-                    "object": constant("message"),
-                    "id": string("`msg_` prefix."),
-                    "message_id": string("RFC 5322 Message-ID, in angle brackets."),
-                    "provider_message_id": string_or_null("The provider's own id."),
-                    "thread_id": string("`thr_` prefix."),
-                    "mailbox_id": string("`mbx_` prefix."),
-                    "direction": { "type": "string", "enum": ["outbound", "inbound"] },
-                    "from": string("Sender address."),
-                    "from_name": string_or_null("Sender display name."),
-                    "to": strings("Recipients."),
-                    "cc": strings("Copy recipients."),
-                    "bcc": strings("Blind-copy recipients."),
-                    "reply_to": string_or_null("Reply-To address."),
-                    "subject": string("Subject."),
-                    "status": {
-                        "type": "string",
-                        "description": "Outbound: one of queued, sent, delivered, bounced, complained, rejected, delayed, failed. Received mail: received.",
-                        "examples": ["sent", "delivered", "received"],
-                    },
-                    "error": string_or_null("Diagnostic text, for example an SMTP failure line."),
-                    "opened_at": time_or_null("Set when the tracking image was first loaded."),
-                    "open_count": integer("Tracking-image loads."),
-                    "is_read": boolean("Read flag."),
-                    "is_starred": boolean("Star flag."),
-                    "is_draft": boolean("Drafts are not sent and not in the sent-mail list."),
-                    "has_attachments": boolean("Whether files are attached."),
-                    "in_reply_to": string_or_null("In-Reply-To header."),
-                    "references": string_or_null("References header."),
-                    "api_key_id": string_or_null("The key that sent it."),
-                    "created_at": time("When it was recorded."),
-                    "sent_at": time_or_null("When the provider accepted it."),
-                    "received_at": time_or_null("When it arrived (received mail)."),
-                }),
-            ),
-        ),
-        (
-            "MessageDetail",
-            json!({
-                "description": "The single read of a message: bodies, headers, attachments and every event.",
-                "allOf": [
-                    r("Message"),
-                    object("", json!({
-                        "text": string("Plain-text body."),
-                        "html": string("HTML body."),
-                        "headers": {
-                            "type": ["object", "null"],
-                            "description": "Headers: those given on send, or every header of received mail (a repeated header as an array).",
-                            "additionalProperties": one_or_many("Header value(s)."),
-                        },
-                        "attachments": { "type": "array", "maxItems": 100, "items": r("Attachment") },
-                        "attachment_count": integer("How many attachments the message has; only the first 100 (in the order stored) are listed in `attachments`. The others stay downloadable by id and are in the raw MIME (`GET /api/v1/messages/{id}/raw`)."),
-                        "events": { "type": "array", "items": r("Event") },
-                    })),
-                ],
-            }),
-        ),
-        (
-            "Event",
-            json!({
-                "type": "object",
-                "description": "A provider event on a message.",
-                "required": ["object", "type", "occurred_at"],
-                "properties": {
-                    "object": constant("event"),
-                    "type": { "type": "string", "examples": ["send", "delivery", "bounce", "complaint", "reject", "delay", "open"] },
-                    "recipient": string("The recipient concerned (bounces, complaints, deliveries)."),
-                    "detail": string("Diagnostic detail (bounces)."),
-                    "occurred_at": time("When it happened."),
-                },
-            }),
-        ),
-        (
-            "Attachment",
-            object(
-                "A file of a stored message.",
-                json!({
-                    "object": constant("attachment"),
-                    "id": string("Download at `/api/v1/emails/{id}/attachments/{attachment_id}`."),
-                    "filename": string("File name."),
-                    "content_type": string("Media type."),
-                    "size": integer("Bytes."),
-                    "content_id": string_or_null("Set for inline parts referenced as `cid:` from HTML."),
-                    "inline": boolean("Embedded inline instead of attached."),
-                }),
-            ),
-        ),
-        (
             "AttachmentInput",
             input(
                 "A file to send.",
@@ -1663,23 +1161,6 @@ fn schemas() -> Value {
             ),
         ),
         (
-            "Contact",
-            object(
-                "An address seen in mail of a mailbox.",
-                json!({
-                    "object": constant("contact"),
-                    "id": string("Contact id."),
-                    "address": string("The address."),
-                    "name": string_or_null("Display name last seen."),
-                    "mailbox": string("The mailbox address."),
-                    "mailbox_id": string("`mbx_` prefix."),
-                    "message_count": integer("Messages exchanged."),
-                    "first_seen_at": time("First message."),
-                    "last_seen_at": time("Latest message."),
-                }),
-            ),
-        ),
-        (
             "LabelRef",
             object(
                 "A label as embedded in a thread.",
@@ -1737,85 +1218,6 @@ fn schemas() -> Value {
             ),
         ),
         (
-            "Participant",
-            object(
-                "A person on a conversation.",
-                json!({
-                    "name": string("Display name; empty when unknown."),
-                    "address": string("Address."),
-                }),
-            ),
-        ),
-        (
-            "Thread",
-            object(
-                "A conversation.",
-                json!({
-                    "object": constant("thread"),
-                    "id": string("`thr_` prefix."),
-                    "mailbox": string("Mailbox address."),
-                    "mailbox_id": string("`mbx_` prefix."),
-                    "subject": string("Subject of the first message."),
-                    "snippet": string("Short preview of the latest message."),
-                    "folders": {
-                        "type": "array",
-                        "items": { "type": "string", "enum": ["inbox", "sent", "drafts", "archive", "spam", "trash"] },
-                        "description": "A thread may be in several folders.",
-                    },
-                    "participants": { "type": "array", "items": r("Participant") },
-                    "message_count": integer("Messages in the thread."),
-                    "unread_count": integer("Unread messages."),
-                    "is_starred": boolean("Star flag."),
-                    "has_attachments": boolean("Whether any message has files."),
-                    "last_message_at": time("Time of the latest message."),
-                    "created_at": time("When the thread began."),
-                    "labels": { "type": "array", "items": r("LabelRef") },
-                }),
-            ),
-        ),
-        (
-            "ThreadDetail",
-            json!({
-                "description": "The single read of a thread: every message, oldest first.",
-                "allOf": [
-                    r("Thread"),
-                    object("", json!({
-                        "messages": {
-                            "type": "array",
-                            "description": "Full messages; summaries with `include_body=false`.",
-                            "items": { "anyOf": [r("MessageDetail"), r("Message")] },
-                        },
-                    })),
-                ],
-            }),
-        ),
-        (
-            "ThreadUpdate",
-            input(
-                "The body of `PATCH /threads/{id}`; only fields sent change.",
-                &[],
-                json!({
-                    "folder": { "type": "string", "enum": ["inbox", "sent", "archive", "spam", "trash"] },
-                    "is_read": boolean("Mark every message read or unread."),
-                    "is_starred": boolean("Star flag."),
-                    "add_labels": { "type": "array", "items": { "type": "string" }, "description": "Label names or ids." },
-                    "remove_labels": { "type": "array", "items": { "type": "string" }, "description": "Label names or ids." },
-                }),
-            ),
-        ),
-        (
-            "ThreadDeleted",
-            object(
-                "A trashed or removed thread.",
-                json!({
-                    "object": constant("thread"),
-                    "id": string("`thr_` prefix."),
-                    "deleted": { "const": true },
-                    "permanent": boolean("false: moved to trash; true: removed for good."),
-                }),
-            ),
-        ),
-        (
             "ReplyRequest",
             json!({
                 "type": "object",
@@ -1834,73 +1236,6 @@ fn schemas() -> Value {
                     "attachments": { "type": "array", "maxItems": 20, "items": r("AttachmentInput") },
                 },
             }),
-        ),
-        (
-            "Draft",
-            json!({
-                "description": "An unsent message (`is_draft` true, `status` draft) with its bodies.",
-                "allOf": [
-                    r("Message"),
-                    object("", json!({
-                        "text": string("Plain-text body."),
-                        "html": string("HTML body."),
-                    })),
-                ],
-            }),
-        ),
-        (
-            "DraftCreate",
-            input(
-                "The body of `POST /drafts`.",
-                &["from"],
-                json!({
-                    "from": string("The address of a mailbox the key reaches."),
-                    "thread_id": string("Put the draft in this thread of that mailbox."),
-                    "to": one_or_many("Recipients."),
-                    "cc": one_or_many("Copy recipients."),
-                    "bcc": one_or_many("Blind-copy recipients."),
-                    "subject": string("Subject."),
-                    "text": string("Plain-text body."),
-                    "html": string("HTML body."),
-                }),
-            ),
-        ),
-        (
-            "DraftUpdate",
-            input(
-                "The body of `PATCH /drafts/{id}`; only fields sent change.",
-                &[],
-                json!({
-                    "to": one_or_many("Recipients."),
-                    "cc": one_or_many("Copy recipients."),
-                    "bcc": one_or_many("Blind-copy recipients."),
-                    "subject": string("Subject."),
-                    "text": string("Plain-text body."),
-                    "html": string("HTML body."),
-                }),
-            ),
-        ),
-        (
-            "DraftDeleted",
-            object(
-                "A deleted draft.",
-                json!({
-                    "object": constant("draft"),
-                    "id": string("`msg_` prefix."),
-                    "deleted": { "const": true },
-                }),
-            ),
-        ),
-        (
-            "MessageUpdate",
-            input(
-                "The body of `PATCH /messages/{id}`; only fields sent change.",
-                &[],
-                json!({
-                    "is_read": boolean("Read flag."),
-                    "is_starred": boolean("Star flag."),
-                }),
-            ),
         ),
         (
             "Webhook",
@@ -2239,15 +1574,7 @@ fn query_schema(ty: Ty) -> Value {
         Ty::Str => json!({ "type": "string" }),
         Ty::Bool => json!({ "type": "boolean" }),
         Ty::Address => json!({ "type": "string", "format": "email" }),
-        Ty::Instant => json!({ "anyOf": [
-            { "type": "string", "format": "date" },
-            { "type": "string", "format": "date-time" },
-        ] }),
         Ty::Enum(values) => json!({ "type": "string", "enum": values }),
-        Ty::CsvEnum(values) => json!({
-            "type": "string",
-            "pattern": format!("^({0})(,({0}))*$", values.join("|")),
-        }),
     }
 }
 

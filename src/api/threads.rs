@@ -4,145 +4,83 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::api::emails::push_mailbox_filters;
+use crate::api::emails::mailbox_filter;
 use crate::api::extract::{ApiJson, Auth, Params, RawBody, parse_json};
-use crate::api::pagination::ReadPage;
+use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::Scope;
-use crate::core::labels;
-use crate::core::search;
 use crate::core::sending::{self, AttachmentBody, OneOrMany, SendBody};
-use crate::core::thread_actions::{self, COLUMNS, FOLDERS, ReplyInput, Thread, ThreadPatch};
+use crate::core::thread_actions::{self, ReplyInput, ThreadFilter, ThreadPatch};
 use crate::error::{ApiError, ApiResult, Problems};
-use crate::store::{Backend, RowExt, Sql};
+use crate::model::List;
+use crate::model::messages::Folder;
+use crate::model::threads::{
+    Thread as WireThread, ThreadDeleteQuery, ThreadDeleted, ThreadDetail, ThreadListQuery,
+    ThreadReadQuery, ThreadUpdate,
+};
 
+/// List threads
+///
+/// Paged, newest first by `last_message_at`. Without `folder` (or with `folder=all`) every thread not in trash or spam is listed; trash and spam only when asked for by name.
+#[utoipa::path(get, path = "/threads", operation_id = "listThreads",
+    params(PageQuery, ThreadListQuery),
+    security(("bearer" = ["mail:read"])),
+    responses((status = 200, description = "A page of threads.", body = List<WireThread>)))]
 pub async fn list(
     State(s): State<AppState>,
     Auth(key): Auth,
     params: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<List<WireThread>>> {
     key.require(Scope::MailRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
-    // On SQLite a search reads the thread index newest first and pages by
-    // its key (see `search::thread_search_select`).
-    let sqlite_search = params
-        .text("q")
-        .filter(|_| s.db.backend() == Backend::Sqlite);
-    let mut q = match sqlite_search {
-        Some(_) => search::thread_search_select(COLUMNS),
-        None => Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE 1 = 1")),
-    };
-    key.reach
-        .filter_address_columns(&mut q, "t.mailbox", "t.domain");
+    let mut f = ThreadFilter::default();
     match params.text("folder") {
-        None | Some("all") => {
-            q.push(" AND t.folders NOT LIKE '%,trash,%' AND t.folders NOT LIKE '%,spam,%'");
-        }
-        Some(f) if FOLDERS.contains(&f) => {
-            // A literal (from the fixed folder list), not a parameter: the
-            // planners match it against the partial indexes of rare folders.
-            q.push(&format!(" AND t.folders LIKE '%,{f},%'"));
-        }
-        Some(f) => p.add(
-            "folder",
-            format!("unknown folder {f:?}; one of {}, all", FOLDERS.join(", ")),
-        ),
-    }
-    let label = params.text("label_id").or(params.text("label"));
-    if let Some(l) = label {
-        match labels::find(&s.db, l).await? {
-            Some(found) => {
-                q.push(" AND EXISTS (SELECT 1 FROM thread_labels tl WHERE tl.thread_id = t.id AND tl.label_id = ")
-                    .bind(found.id)
-                    .push(")");
-            }
+        None | Some("all") => {}
+        Some(raw) => match Folder::parse(raw) {
+            Some(folder) => f.folder = Some(folder),
             None => {
-                // An unknown label matches nothing.
-                q.push(" AND 1 = 0");
+                let all: Vec<&str> = Folder::ALL.iter().map(|f| f.as_str()).collect();
+                p.add(
+                    "folder",
+                    format!("unknown folder {raw:?}; one of {}, all", all.join(", ")),
+                );
             }
-        }
+        },
     }
-    match params.flag(&mut p, "unread") {
-        Some(true) => {
-            q.push(" AND t.unread_count > 0");
-        }
-        Some(false) => {
-            q.push(" AND t.unread_count = 0");
-        }
-        None => {}
-    }
-    if let Some(v) = params.flag(&mut p, "starred") {
-        q.push(" AND t.is_starred = ").bind(v);
-    }
-    if let Some(v) = params.flag(&mut p, "has_attachments") {
-        q.push(" AND t.has_attachments = ").bind(v);
-    }
-    if let Some(who) = params.text("participant") {
-        let needle = serde_json::to_string(&who.trim().to_lowercase()).unwrap_or_default();
-        q.push(" AND t.participants LIKE ")
-            .bind(format!("%\"address\":{needle}%"));
-    }
-    if let Some(subject) = params.text("subject") {
-        q.push(" AND ");
-        s.db.push_contains(&mut q, "t.subject", subject);
-    }
-    if let Some(t) = params.instant(&mut p, "since") {
-        q.push(" AND t.last_message_at >= ").bind(t);
-    }
-    if let Some(t) = params.until(&mut p, "until") {
-        q.push(" AND t.last_message_at <= ").bind(t);
-    }
-    push_mailbox_filters(
-        &params,
-        &mut p,
-        &mut q,
-        "t.mailbox_id",
-        "t.mailbox",
-        "t.domain",
-    );
+    f.label = params
+        .text("label_id")
+        .or(params.text("label"))
+        .map(str::to_string);
+    f.text = params.text("q").map(str::to_string);
+    f.unread = params.flag(&mut p, "unread");
+    f.starred = params.flag(&mut p, "starred");
+    f.has_attachments = params.flag(&mut p, "has_attachments");
+    f.participant = params.text("participant").map(str::to_string);
+    f.subject = params.text("subject").map(str::to_string);
+    f.since = params.instant(&mut p, "since");
+    f.until = params.until(&mut p, "until");
+    f.mailboxes = mailbox_filter(&params, &mut p);
     p.finish()?;
-    match (sqlite_search, params.text("q")) {
-        (Some(text), _) => {
-            search::push_thread_search(&mut q, text);
-            page.push_key(&mut q, "f.rowid");
-        }
-        (None, Some(text)) => {
-            search::push_thread_match_postgres(&mut q, "t", text);
-            page.push(&mut q, "t.last_message_at", "t.id");
-        }
-        (None, None) => page.push(&mut q, "t.last_message_at", "t.id"),
-    }
-    let rows = q.fetch_all(s.db.reader()).await?;
-    let threads: Vec<Thread> = rows
-        .iter()
-        .map(Thread::from_row)
-        .collect::<Result<_, _>>()?;
-    let positions: Vec<i64> = match sqlite_search {
-        Some(_) => rows
-            .iter()
-            .map(|r| r.int("search_key"))
-            .collect::<Result<_, _>>()?,
-        None => threads.iter().map(|t| t.last_message_at).collect(),
-    };
-    let json = thread_actions::with_labels(&s.db, &threads).await?;
-    let items = threads
-        .iter()
-        .zip(positions)
-        .zip(json)
-        .map(|((t, at), v)| (at, t.id.clone(), v))
-        .collect();
-    Ok(Json(page.envelope(&s.cursors, items)))
+    let items = thread_actions::list(&s.db, &key.reach, &f, &page).await?;
+    Ok(Json(page.list(&s.cursors, items)))
 }
 
+/// Read a thread
+///
+/// The thread with every message in `messages`, oldest first, with bodies and attachments; `include_body=false` gives the lighter message summaries.
+#[utoipa::path(get, path = "/threads/{id}", operation_id = "getThread",
+    params(("id" = String, Path, description = "The thread id (`thr_…`)."), ThreadReadQuery),
+    security(("bearer" = ["mail:read"])),
+    responses((status = 200, description = "The thread.", body = ThreadDetail)))]
 pub async fn get(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
     params: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ThreadDetail>> {
     key.require(Scope::MailRead)?;
     let mut p = Problems::new();
     let include_body = params.flag(&mut p, "include_body").unwrap_or(true);
@@ -153,31 +91,32 @@ pub async fn get(
     Ok(Json(thread_actions::read(&s.db, &t, include_body).await?))
 }
 
-#[derive(Deserialize)]
-pub struct PatchThread {
-    folder: Option<String>,
-    is_read: Option<bool>,
-    is_starred: Option<bool>,
-    add_labels: Option<Vec<String>>,
-    remove_labels: Option<Vec<String>>,
-}
-
+/// Move, flag or label a thread
+///
+/// Only fields sent change. Labels are resolved before anything is written: an unknown label is 422 and nothing changes. Drafts stay where they are when `folder` is set. Emits `thread.updated`.
+#[utoipa::path(patch, path = "/threads/{id}", operation_id = "updateThread",
+    params(("id" = String, Path, description = "The thread id (`thr_…`).")),
+    request_body = ThreadUpdate,
+    security(("bearer" = ["mail:write"])),
+    responses((status = 200, description = "The thread as it now is.", body = WireThread)))]
 pub async fn patch(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-    ApiJson(body): ApiJson<PatchThread>,
-) -> ApiResult<Json<Value>> {
+    ApiJson(body): ApiJson<ThreadUpdate>,
+) -> ApiResult<Json<WireThread>> {
     key.require(Scope::MailWrite)?;
     let mut p = Problems::new();
-    if let Some(f) = &body.folder
-        && (!FOLDERS.contains(&f.as_str()) || f == "drafts")
-    {
-        p.add(
-            "folder",
-            format!("unknown folder {f:?}; one of inbox, sent, archive, spam, trash"),
-        );
-    }
+    let folder = body.folder.as_deref().and_then(|f| match Folder::parse(f) {
+        Some(folder) if folder != Folder::Drafts => Some(folder),
+        _ => {
+            p.add(
+                "folder",
+                format!("unknown folder {f:?}; one of inbox, sent, archive, spam, trash"),
+            );
+            None
+        }
+    });
     // Labels are resolved before anything is written.
     let add = thread_actions::resolve_labels(
         &s.db,
@@ -194,12 +133,12 @@ pub async fn patch(
     )
     .await?;
     p.finish()?;
-    let json = thread_actions::patch(
-        &s,
-        &key,
+    let thread = thread_actions::patch(
+        &s.db,
+        &key.reach,
         &id,
         ThreadPatch {
-            folder: body.folder,
+            folder,
             is_read: body.is_read,
             is_starred: body.is_starred,
             add,
@@ -207,22 +146,28 @@ pub async fn patch(
         },
     )
     .await?;
-    Ok(Json(json))
+    Ok(Json(thread))
 }
 
+/// Trash or delete a thread
+///
+/// Moves the thread to trash; deleting a thread already in trash, or with `permanent=true`, removes it for good.
+#[utoipa::path(delete, path = "/threads/{id}", operation_id = "deleteThread",
+    params(("id" = String, Path, description = "The thread id (`thr_…`)."), ThreadDeleteQuery),
+    security(("bearer" = ["mail:write"])),
+    responses((status = 200, description = "Trashed or removed.", body = ThreadDeleted)))]
 pub async fn delete(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
     params: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ThreadDeleted>> {
     key.require(Scope::MailWrite)?;
     let mut p = Problems::new();
     let permanent = params.flag(&mut p, "permanent").unwrap_or(false);
     p.finish()?;
-    let (id, for_good) = thread_actions::delete(&s, &key, &id, permanent).await?;
     Ok(Json(
-        json!({"object": "thread", "id": id, "deleted": true, "permanent": for_good}),
+        thread_actions::delete(&s.db, &key.reach, &id, permanent).await?,
     ))
 }
 

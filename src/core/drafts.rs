@@ -2,10 +2,8 @@
 //! `drafts`), are excluded from `/emails`, stay put when the thread moves,
 //! and sending one turns it into a sent message in the same thread.
 
-use serde_json::Value;
-
 use crate::app::AppState;
-use crate::auth::{ApiKey, address_domain};
+use crate::auth::{ApiKey, Reach, address_domain};
 use crate::clock;
 use crate::core::error::CoreError;
 use crate::core::mailboxes;
@@ -15,8 +13,10 @@ use crate::core::sending::{self, SendInput};
 use crate::core::threads::{self, ThreadContribution, format_folders, parse_folders};
 use crate::ids;
 use crate::mime::compose::Named;
+use crate::model::Deleted;
+use crate::model::drafts as model;
 use crate::sql;
-use crate::store::{RowExt, Sql};
+use crate::store::{Db, RowExt, Sql};
 
 /// A draft's editable content, validated.
 #[derive(Debug, Clone, Default)]
@@ -34,8 +34,8 @@ fn addrs(list: &[Named]) -> String {
         .unwrap_or_else(|_| "[]".into())
 }
 
-pub async fn get(state: &AppState, key: &ApiKey, id: &str) -> Result<Message, CoreError> {
-    let m = messages::get(&state.db, &key.reach, messages::Direction::Outbound, id)
+pub async fn get(db: &Db, reach: &Reach, id: &str) -> Result<Message, CoreError> {
+    let m = messages::get(db, reach, messages::Direction::Outbound, id)
         .await?
         .filter(|m| m.is_draft);
     m.ok_or(CoreError::NotFound("draft"))
@@ -43,18 +43,16 @@ pub async fn get(state: &AppState, key: &ApiKey, id: &str) -> Result<Message, Co
 
 /// Creates a draft from `from` (a mailbox the key holds), in `thread_id` or a new thread.
 pub async fn create(
-    state: &AppState,
+    db: &Db,
     key: &ApiKey,
     from: &str,
     thread_id: Option<&str>,
     c: DraftContent,
 ) -> Result<Message, CoreError> {
-    let mailbox = mailboxes::get(&state.db, &key.reach, from)
-        .await?
-        .ok_or_else(|| {
-            CoreError::invalid("from", format!("no mailbox {from} that this key reaches"))
-        })?;
-    let mut tx = state.db.begin().await?;
+    let mailbox = mailboxes::get(db, &key.reach, from).await?.ok_or_else(|| {
+        CoreError::invalid("from", format!("no mailbox {from} that this key reaches"))
+    })?;
+    let mut tx = db.begin().await?;
     let existing = match thread_id {
         Some(tid) => {
             let row = sql!("SELECT mailbox_id FROM threads WHERE id = $1", tid)
@@ -75,7 +73,7 @@ pub async fn create(
     let now = clock::now_micros();
     let thread_id = threads::add_message(
         &mut tx,
-        state.db.backend(),
+        db.backend(),
         existing.as_deref(),
         &ThreadContribution {
             mailbox_id: &mailbox.id,
@@ -123,18 +121,18 @@ pub async fn create(
     .execute_tx(&mut tx)
     .await?;
     // The thread's last_message_at moved, and with it its search key.
-    search::reindex_thread(&mut tx, state.db.backend(), &thread_id).await?;
+    search::reindex_thread(&mut tx, db.backend(), &thread_id).await?;
     tx.commit().await?;
-    get(state, key, &id).await
+    get(db, &key.reach, &id).await
 }
 
 pub async fn update(
-    state: &AppState,
-    key: &ApiKey,
+    db: &Db,
+    reach: &Reach,
     id: &str,
     c: DraftContent,
 ) -> Result<Message, CoreError> {
-    let d = get(state, key, id).await?;
+    let d = get(db, reach, id).await?;
     sql!(
         "UPDATE messages SET to_addresses = $1, cc_addresses = $2, bcc_addresses = $3, subject = $4, \
          text_body = $5, html_body = $6, search_body = $7 WHERE id = $8 AND is_draft = 1",
@@ -147,9 +145,9 @@ pub async fn update(
         &c.text,
         &d.id
     )
-    .execute(state.db.writer())
+    .execute(db.writer())
     .await?;
-    get(state, key, id).await
+    get(db, reach, id).await
 }
 
 /// The draft's current content, for a partial update.
@@ -166,8 +164,8 @@ pub fn content_of(d: &Message) -> DraftContent {
 }
 
 /// Removes a draft row and its trace in the thread.
-async fn remove(state: &AppState, d: &Message) -> Result<(), sqlx::Error> {
-    let mut tx = state.db.begin().await?;
+async fn remove(db: &Db, d: &Message) -> Result<(), sqlx::Error> {
+    let mut tx = db.begin().await?;
     sql!("DELETE FROM messages WHERE id = $1 AND is_draft = 1", &d.id)
         .execute_tx(&mut tx)
         .await?;
@@ -209,10 +207,14 @@ async fn remove(state: &AppState, d: &Message) -> Result<(), sqlx::Error> {
     tx.commit().await
 }
 
-pub async fn delete(state: &AppState, key: &ApiKey, id: &str) -> Result<Message, CoreError> {
-    let d = get(state, key, id).await?;
-    remove(state, &d).await?;
-    Ok(d)
+pub async fn delete(
+    db: &Db,
+    reach: &Reach,
+    id: &str,
+) -> Result<Deleted<model::DraftObject>, CoreError> {
+    let d = get(db, reach, id).await?;
+    remove(db, &d).await?;
+    Ok(Deleted::new(model::DraftObject, d.id))
 }
 
 /// Sends the draft through the one sending path, into its thread; the draft
@@ -222,7 +224,7 @@ pub async fn send(
     key: &ApiKey,
     id: &str,
 ) -> Result<sending::SendOutcome, CoreError> {
-    let d = get(state, key, id).await?;
+    let d = get(&state.db, &key.reach, id).await?;
     let named = |v: &[String]| v.iter().map(|a| (None, a.clone())).collect::<Vec<_>>();
     if d.to.is_empty() && d.cc.is_empty() && d.bcc.is_empty() {
         return Err(CoreError::invalid("to", "the draft has no recipient"));
@@ -251,13 +253,13 @@ pub async fn send(
     };
     match sending::send(state, key, input).await {
         Ok(outcome) => {
-            remove(state, &d).await?;
+            remove(&state.db, &d).await?;
             Ok(outcome)
         }
         // The provider has it, though its record failed: sending the draft
         // again would send it twice.
         Err(e) if e.took_effect() => {
-            if let Err(gone) = remove(state, &d).await {
+            if let Err(gone) = remove(&state.db, &d).await {
                 tracing::error!(error = %gone, draft = %d.id, "could not remove a draft that was sent");
             }
             Err(e)
@@ -266,26 +268,27 @@ pub async fn send(
     }
 }
 
-/// Draft JSON: the message shape with bodies.
-pub fn to_json(d: &Message) -> Value {
-    let mut v = d.summary_json();
-    v["text"] = Value::String(d.text.clone());
-    v["html"] = Value::String(d.html.clone());
-    v
+/// The draft on the wire: the message shape with bodies.
+pub fn to_wire(d: &Message) -> model::Draft {
+    model::Draft {
+        message: d.summary(),
+        text: d.text.clone(),
+        html: d.html.clone(),
+    }
 }
 
-/// Loads drafts for a list (newest first), within the reach.
+/// Loads drafts for a list (newest first), within the reach; `mailbox` is
+/// an address or a mailbox id.
 pub async fn list(
-    state: &AppState,
-    key: &ApiKey,
+    db: &Db,
+    reach: &Reach,
     page: &crate::core::paging::Page,
     mailbox: Option<&str>,
-) -> Result<Vec<(i64, String, Value)>, sqlx::Error> {
+) -> Result<Vec<(i64, String, model::Draft)>, sqlx::Error> {
     let mut q = Sql::new(&format!(
         "SELECT {COLUMNS} FROM messages m WHERE m.is_draft = 1"
     ));
-    key.reach
-        .filter_address_columns(&mut q, "m.mailbox", "m.domain");
+    reach.filter_address_columns(&mut q, "m.mailbox", "m.domain");
     if let Some(mb) = mailbox {
         q.push(" AND (m.mailbox = ")
             .bind(mb.to_lowercase())
@@ -294,11 +297,11 @@ pub async fn list(
             .push(")");
     }
     page.push(&mut q, "m.created_at", "m.id");
-    let rows = q.fetch_all(state.db.reader()).await?;
+    let rows = q.fetch_all(db.reader()).await?;
     rows.iter()
         .map(|r| {
             let m = Message::from_row(r)?;
-            Ok((m.created_at, m.id.clone(), to_json(&m)))
+            Ok((m.created_at, m.id.clone(), to_wire(&m)))
         })
         .collect()
 }

@@ -1,10 +1,13 @@
-//! Stored messages (sent and received): their records, JSON shapes and reads.
+//! Stored messages (sent and received): their records, wire shapes and reads.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::auth::Reach;
-use crate::clock;
+use crate::model::Timestamp;
+use crate::model::messages as model;
 use crate::store::{Db, RowExt, Sql};
+
+pub use crate::model::messages::Direction;
 
 #[derive(Debug, Clone)]
 pub struct Message {
@@ -94,37 +97,48 @@ impl Message {
     }
 
     /// The message without bodies (list items and event payloads).
+    pub fn summary(&self) -> model::Message {
+        model::Message {
+            object: model::MessageObject,
+            id: self.id.clone(),
+            message_id: self.message_id.clone(),
+            provider_message_id: self.provider_message_id.clone(),
+            thread_id: self.thread_id.clone(),
+            mailbox_id: self.mailbox_id.clone(),
+            direction: if self.direction == Direction::Inbound.as_str() {
+                Direction::Inbound
+            } else {
+                Direction::Outbound
+            },
+            from: self.from_address.clone(),
+            from_name: self.from_name.clone(),
+            to: self.to.clone(),
+            cc: self.cc.clone(),
+            bcc: self.bcc.clone(),
+            reply_to: self.reply_to.clone(),
+            subject: self.subject.clone(),
+            status: self.status.clone(),
+            error: self.error.clone(),
+            opened_at: Timestamp::opt(self.opened_at),
+            open_count: self.open_count,
+            is_read: self.is_read,
+            is_starred: self.is_starred,
+            is_draft: self.is_draft,
+            has_attachments: self.has_attachments,
+            in_reply_to: self.in_reply_to.clone(),
+            references: self.references.clone(),
+            api_key_id: self.api_key_id.clone(),
+            created_at: Timestamp(self.created_at),
+            sent_at: Timestamp::opt(self.sent_at),
+            received_at: Timestamp::opt(self.received_at),
+        }
+    }
+
+    /// [`Message::summary`] as a JSON value, for the event payloads that are
+    /// still assembled as values (the serialised fields keep their order, so
+    /// the payload's bytes are those of the summary).
     pub fn summary_json(&self) -> Value {
-        json!({
-            "object": "message",
-            "id": self.id,
-            "message_id": self.message_id,
-            "provider_message_id": self.provider_message_id,
-            "thread_id": self.thread_id,
-            "mailbox_id": self.mailbox_id,
-            "direction": self.direction,
-            "from": self.from_address,
-            "from_name": self.from_name,
-            "to": self.to,
-            "cc": self.cc,
-            "bcc": self.bcc,
-            "reply_to": self.reply_to,
-            "subject": self.subject,
-            "status": self.status,
-            "error": self.error,
-            "opened_at": clock::iso_opt(self.opened_at),
-            "open_count": self.open_count,
-            "is_read": self.is_read,
-            "is_starred": self.is_starred,
-            "is_draft": self.is_draft,
-            "has_attachments": self.has_attachments,
-            "in_reply_to": self.in_reply_to,
-            "references": self.references,
-            "api_key_id": self.api_key_id,
-            "created_at": clock::iso(self.created_at),
-            "sent_at": clock::iso_opt(self.sent_at),
-            "received_at": clock::iso_opt(self.received_at),
-        })
+        serde_json::to_value(self.summary()).unwrap_or(Value::Null)
     }
 }
 
@@ -140,32 +154,15 @@ pub struct Attachment {
 }
 
 impl Attachment {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "object": "attachment",
-            "id": self.id,
-            "filename": self.filename,
-            "content_type": self.content_type,
-            "size": self.size,
-            "content_id": self.content_id,
-            "inline": self.inline,
-        })
-    }
-}
-
-/// Which way a message went: `/emails` serves sent mail (scope
-/// `emails:read`), `/messages` received mail (scope `mail:read`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    Outbound,
-    Inbound,
-}
-
-impl Direction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Outbound => "outbound",
-            Direction::Inbound => "inbound",
+    pub fn to_wire(&self) -> model::Attachment {
+        model::Attachment {
+            object: model::AttachmentObject,
+            id: self.id.clone(),
+            filename: self.filename.clone(),
+            content_type: self.content_type.clone(),
+            size: self.size,
+            content_id: self.content_id.clone(),
+            inline: self.inline,
         }
     }
 }
@@ -188,6 +185,55 @@ pub async fn get(
     q.fetch_optional(db.reader())
         .await?
         .map(|r| Message::from_row(&r))
+        .transpose()
+}
+
+/// Sets a message's read and star flags (those given); the thread's unread
+/// count follows its messages in the same transaction.
+pub async fn set_flags(
+    db: &Db,
+    m: &Message,
+    is_read: Option<bool>,
+    is_starred: Option<bool>,
+) -> Result<(), sqlx::Error> {
+    let mut tx = db.begin().await?;
+    if let Some(read) = is_read {
+        Sql::new("UPDATE messages SET is_read = ")
+            .bind(read)
+            .push(" WHERE id = ")
+            .bind(&m.id)
+            .execute_tx(&mut tx)
+            .await?;
+        Sql::new(
+            "UPDATE threads SET unread_count = (SELECT COUNT(*) FROM messages WHERE is_read = 0 AND is_draft = 0 AND thread_id = ",
+        )
+        .bind(&m.thread_id)
+        .push(") WHERE id = ")
+        .bind(&m.thread_id)
+        .execute_tx(&mut tx)
+        .await?;
+    }
+    if let Some(star) = is_starred {
+        Sql::new("UPDATE messages SET is_starred = ")
+            .bind(star)
+            .push(" WHERE id = ")
+            .bind(&m.id)
+            .execute_tx(&mut tx)
+            .await?;
+    }
+    tx.commit().await
+}
+
+/// The original MIME of a received message within the reach.
+pub async fn raw(db: &Db, reach: &Reach, id: &str) -> Result<Option<Vec<u8>>, sqlx::Error> {
+    let mut q = Sql::new(
+        "SELECT m.raw FROM messages m WHERE m.raw IS NOT NULL AND m.direction = 'inbound' AND m.id = ",
+    );
+    q.bind(id);
+    reach.filter_address_columns(&mut q, "m.mailbox", "m.domain");
+    q.fetch_optional(db.reader())
+        .await?
+        .map(|r| r.bytes("raw"))
         .transpose()
 }
 
@@ -267,7 +313,7 @@ pub async fn attachment_content(
     )))
 }
 
-pub async fn events(db: &Db, message_id: &str) -> Result<Vec<Value>, sqlx::Error> {
+pub async fn events(db: &Db, message_id: &str) -> Result<Vec<model::Event>, sqlx::Error> {
     let rows = Sql::new(
         "SELECT type, recipient, detail, occurred_at FROM message_events WHERE message_id = ",
     )
@@ -277,32 +323,164 @@ pub async fn events(db: &Db, message_id: &str) -> Result<Vec<Value>, sqlx::Error
     .await?;
     rows.iter()
         .map(|r| {
-            let mut e = json!({
-                "object": "event",
-                "type": r.text("type")?,
-                "occurred_at": clock::iso(r.int("occurred_at")?),
-            });
-            if let Some(rcpt) = r.opt_text("recipient")? {
-                e["recipient"] = json!(rcpt);
-            }
-            if let Some(d) = r.opt_text("detail")? {
-                e["detail"] = json!(d);
-            }
-            Ok(e)
+            Ok(model::Event {
+                object: model::EventObject,
+                kind: r.text("type")?,
+                occurred_at: Timestamp(r.int("occurred_at")?),
+                recipient: r.opt_text("recipient")?,
+                detail: r.opt_text("detail")?,
+            })
         })
         .collect()
 }
 
 /// The full single-read shape: bodies, attachments (the first
 /// [`MAX_LISTED_ATTACHMENTS`], and `attachment_count`) and every event.
-pub async fn full_json(db: &Db, m: &Message) -> Result<Value, sqlx::Error> {
-    let mut v = m.summary_json();
-    v["text"] = json!(m.text);
-    v["html"] = json!(m.html);
-    v["headers"] = m.headers.clone();
+pub async fn detail(db: &Db, m: &Message) -> Result<model::MessageDetail, sqlx::Error> {
     let (listed, count) = attachments(db, &m.id, MAX_LISTED_ATTACHMENTS).await?;
-    v["attachments"] = Value::Array(listed.iter().map(|a| a.to_json()).collect());
-    v["attachment_count"] = json!(count);
-    v["events"] = Value::Array(events(db, &m.id).await?);
-    Ok(v)
+    Ok(model::MessageDetail {
+        message: m.summary(),
+        text: m.text.clone(),
+        html: m.html.clone(),
+        headers: m.headers.clone(),
+        attachments: listed.iter().map(Attachment::to_wire).collect(),
+        attachment_count: count,
+        events: events(db, &m.id).await?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message() -> Message {
+        Message {
+            id: "msg_1".into(),
+            thread_id: "thr_1".into(),
+            mailbox_id: "mbx_1".into(),
+            mailbox: "a@example.com".into(),
+            domain: "example.com".into(),
+            direction: "inbound".into(),
+            is_draft: false,
+            folder: "inbox".into(),
+            message_id: "<m@example.com>".into(),
+            provider_message_id: None,
+            from_address: "b@example.org".into(),
+            from_name: Some("B".into()),
+            to: vec!["a@example.com".into()],
+            cc: vec![],
+            bcc: vec![],
+            reply_to: None,
+            subject: "Hi".into(),
+            text: "t".into(),
+            html: "".into(),
+            headers: Value::Null,
+            in_reply_to: None,
+            references: None,
+            status: "received".into(),
+            error: None,
+            opened_at: None,
+            open_count: 0,
+            is_read: false,
+            is_starred: true,
+            has_attachments: false,
+            api_key_id: None,
+            created_at: 1_795_000_000_000_000,
+            sent_at: None,
+            received_at: Some(1_795_000_000_000_001),
+        }
+    }
+
+    /// Webhook payloads carry the summary: its fields, their order and
+    /// their nulls are part of the payload's bytes.
+    #[test]
+    fn the_summary_keeps_the_event_payload_shape() {
+        let v = message().summary_json();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "object",
+                "id",
+                "message_id",
+                "provider_message_id",
+                "thread_id",
+                "mailbox_id",
+                "direction",
+                "from",
+                "from_name",
+                "to",
+                "cc",
+                "bcc",
+                "reply_to",
+                "subject",
+                "status",
+                "error",
+                "opened_at",
+                "open_count",
+                "is_read",
+                "is_starred",
+                "is_draft",
+                "has_attachments",
+                "in_reply_to",
+                "references",
+                "api_key_id",
+                "created_at",
+                "sent_at",
+                "received_at",
+            ]
+        );
+        assert_eq!(v["object"], "message");
+        assert_eq!(v["direction"], "inbound");
+        assert_eq!(v["opened_at"], Value::Null);
+        assert_eq!(v["created_at"], crate::clock::iso(1_795_000_000_000_000));
+    }
+
+    /// The single read is the summary followed by the bodies, headers,
+    /// attachments and events, with absent event fields left out.
+    #[test]
+    fn the_detail_extends_the_summary() {
+        let m = message();
+        let d = model::MessageDetail {
+            message: m.summary(),
+            text: m.text.clone(),
+            html: m.html.clone(),
+            headers: Value::Null,
+            attachments: vec![],
+            attachment_count: 0,
+            events: vec![model::Event {
+                object: model::EventObject,
+                kind: "delivery".into(),
+                occurred_at: Timestamp(5),
+                recipient: None,
+                detail: None,
+            }],
+        };
+        let v = serde_json::to_value(&d).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys[..28],
+            *m.summary_json()
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            keys[28..],
+            [
+                "text",
+                "html",
+                "headers",
+                "attachments",
+                "attachment_count",
+                "events"
+            ]
+        );
+        assert_eq!(
+            v["events"][0],
+            serde_json::json!({"object": "event", "type": "delivery", "occurred_at": crate::clock::iso(5)})
+        );
+    }
 }

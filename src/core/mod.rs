@@ -1,5 +1,6 @@
 //! The rules of the service, callable without HTTP.
 pub mod auth_results;
+pub mod contacts;
 pub mod dkim;
 pub mod dmarc;
 pub mod domains;
@@ -13,6 +14,7 @@ pub mod inbound_hook;
 pub mod labels;
 pub mod mailboxes;
 pub mod memory;
+pub mod message_lists;
 pub mod messages;
 pub mod paging;
 pub mod provider_events;

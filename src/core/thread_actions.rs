@@ -1,7 +1,7 @@
 //! Reading and changing threads: the list with its filters, single reads,
 //! PATCH (folder, read, star, labels), deletion through trash, and replies.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::{ApiKey, Reach};
@@ -9,12 +9,17 @@ use crate::clock;
 use crate::core::error::{CoreError, Problems};
 use crate::core::events;
 use crate::core::labels::{self, Label};
+use crate::core::message_lists::MailboxFilter;
 use crate::core::messages::{self, COLUMNS as MESSAGE_COLUMNS, Message};
+use crate::core::paging::Page;
 use crate::core::search;
 use crate::core::sending::{self, SendInput};
 use crate::core::threads::{format_folders, parse_folders};
 use crate::mime::compose::OutgoingAttachment;
-use crate::store::{Db, RowExt, Sql, Tx};
+use crate::model::Timestamp;
+use crate::model::messages::Folder;
+use crate::model::threads::{self as model, ThreadMessage};
+use crate::store::{Backend, Db, RowExt, Sql, Tx};
 
 pub const FOLDERS: &[&str] = &["inbox", "sent", "drafts", "archive", "spam", "trash"];
 
@@ -27,7 +32,7 @@ pub struct Thread {
     pub subject: String,
     pub snippet: String,
     pub folders: Vec<String>,
-    pub participants: Value,
+    pub participants: Vec<model::Participant>,
     pub message_count: i64,
     pub unread_count: i64,
     pub is_starred: bool,
@@ -50,7 +55,7 @@ impl Thread {
             subject: r.text("subject")?,
             snippet: r.text("snippet")?,
             folders: parse_folders(&r.text("folders")?),
-            participants: serde_json::from_str(&r.text("participants")?).unwrap_or(json!([])),
+            participants: serde_json::from_str(&r.text("participants")?).unwrap_or_default(),
             message_count: r.int("message_count")?,
             unread_count: r.int("unread_count")?,
             is_starred: r.flag("is_starred")?,
@@ -60,24 +65,28 @@ impl Thread {
         })
     }
 
-    pub fn to_json(&self, labels: &[Label]) -> Value {
-        json!({
-            "object": "thread",
-            "id": self.id,
-            "mailbox": self.mailbox,
-            "mailbox_id": self.mailbox_id,
-            "subject": self.subject,
-            "snippet": self.snippet,
-            "folders": self.folders,
-            "participants": self.participants,
-            "message_count": self.message_count,
-            "unread_count": self.unread_count,
-            "is_starred": self.is_starred,
-            "has_attachments": self.has_attachments,
-            "last_message_at": clock::iso(self.last_message_at),
-            "created_at": clock::iso(self.created_at),
-            "labels": labels.iter().map(Label::embedded).collect::<Vec<_>>(),
-        })
+    pub fn to_wire(&self, labels: &[Label]) -> model::Thread {
+        model::Thread {
+            object: model::ThreadObject,
+            id: self.id.clone(),
+            mailbox: self.mailbox.clone(),
+            mailbox_id: self.mailbox_id.clone(),
+            subject: self.subject.clone(),
+            snippet: self.snippet.clone(),
+            folders: self
+                .folders
+                .iter()
+                .filter_map(|f| Folder::parse(f))
+                .collect(),
+            participants: self.participants.clone(),
+            message_count: self.message_count,
+            unread_count: self.unread_count,
+            is_starred: self.is_starred,
+            has_attachments: self.has_attachments,
+            last_message_at: Timestamp(self.last_message_at),
+            created_at: Timestamp(self.created_at),
+            labels: labels.iter().map(Label::embedded).collect(),
+        }
     }
 }
 
@@ -91,8 +100,131 @@ pub async fn get(db: &Db, reach: &Reach, id: &str) -> Result<Option<Thread>, sql
         .transpose()
 }
 
-/// Thread JSON with labels, for many threads at once.
-pub async fn with_labels(db: &Db, threads: &[Thread]) -> Result<Vec<Value>, sqlx::Error> {
+/// The filters of the thread list. No `folder` means every folder but
+/// trash and spam.
+#[derive(Debug, Default)]
+pub struct ThreadFilter {
+    pub folder: Option<Folder>,
+    /// A label id or name; an unknown one matches nothing.
+    pub label: Option<String>,
+    pub text: Option<String>,
+    pub unread: Option<bool>,
+    pub starred: Option<bool>,
+    pub has_attachments: Option<bool>,
+    pub participant: Option<String>,
+    pub subject: Option<String>,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub mailboxes: MailboxFilter,
+}
+
+/// A page of threads within the reach with their sort keys, newest first
+/// by `last_message_at` (by the search index's key for a search on SQLite).
+pub async fn list(
+    db: &Db,
+    reach: &Reach,
+    f: &ThreadFilter,
+    page: &Page,
+) -> Result<Vec<(i64, String, model::Thread)>, sqlx::Error> {
+    // On SQLite a search reads the thread index newest first and pages by
+    // its key (see `search::thread_search_select`).
+    let sqlite_search = f
+        .text
+        .as_deref()
+        .filter(|_| db.backend() == Backend::Sqlite);
+    let mut q = match sqlite_search {
+        Some(_) => search::thread_search_select(COLUMNS),
+        None => Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE 1 = 1")),
+    };
+    reach.filter_address_columns(&mut q, "t.mailbox", "t.domain");
+    match f.folder {
+        None => {
+            q.push(" AND t.folders NOT LIKE '%,trash,%' AND t.folders NOT LIKE '%,spam,%'");
+        }
+        Some(folder) => {
+            // A literal (from the fixed folder list), not a parameter: the
+            // planners match it against the partial indexes of rare folders.
+            q.push(&format!(" AND t.folders LIKE '%,{},%'", folder.as_str()));
+        }
+    }
+    if let Some(l) = &f.label {
+        match labels::find(db, l).await? {
+            Some(found) => {
+                q.push(" AND EXISTS (SELECT 1 FROM thread_labels tl WHERE tl.thread_id = t.id AND tl.label_id = ")
+                    .bind(found.id)
+                    .push(")");
+            }
+            None => {
+                q.push(" AND 1 = 0");
+            }
+        }
+    }
+    match f.unread {
+        Some(true) => {
+            q.push(" AND t.unread_count > 0");
+        }
+        Some(false) => {
+            q.push(" AND t.unread_count = 0");
+        }
+        None => {}
+    }
+    if let Some(v) = f.starred {
+        q.push(" AND t.is_starred = ").bind(v);
+    }
+    if let Some(v) = f.has_attachments {
+        q.push(" AND t.has_attachments = ").bind(v);
+    }
+    if let Some(who) = &f.participant {
+        let needle = serde_json::to_string(&who.trim().to_lowercase()).unwrap_or_default();
+        q.push(" AND t.participants LIKE ")
+            .bind(format!("%\"address\":{needle}%"));
+    }
+    if let Some(subject) = &f.subject {
+        q.push(" AND ");
+        db.push_contains(&mut q, "t.subject", subject);
+    }
+    if let Some(t) = f.since {
+        q.push(" AND t.last_message_at >= ").bind(t);
+    }
+    if let Some(t) = f.until {
+        q.push(" AND t.last_message_at <= ").bind(t);
+    }
+    f.mailboxes
+        .push(&mut q, "t.mailbox_id", "t.mailbox", "t.domain");
+    match (sqlite_search, f.text.as_deref()) {
+        (Some(text), _) => {
+            search::push_thread_search(&mut q, text);
+            page.push_key(&mut q, "f.rowid");
+        }
+        (None, Some(text)) => {
+            search::push_thread_match_postgres(&mut q, "t", text);
+            page.push(&mut q, "t.last_message_at", "t.id");
+        }
+        (None, None) => page.push(&mut q, "t.last_message_at", "t.id"),
+    }
+    let rows = q.fetch_all(db.reader()).await?;
+    let threads: Vec<Thread> = rows
+        .iter()
+        .map(Thread::from_row)
+        .collect::<Result<_, _>>()?;
+    let positions: Vec<i64> = match sqlite_search {
+        Some(_) => rows
+            .iter()
+            .map(|r| r.int("search_key"))
+            .collect::<Result<_, _>>()?,
+        None => threads.iter().map(|t| t.last_message_at).collect(),
+    };
+    let wire = with_labels(db, &threads).await?;
+    Ok(threads
+        .iter()
+        .zip(positions)
+        .zip(wire)
+        .map(|((t, at), w)| (at, t.id.clone(), w))
+        .collect())
+}
+
+/// Threads on the wire with their labels, for many threads at once.
+pub async fn with_labels(db: &Db, threads: &[Thread]) -> Result<Vec<model::Thread>, sqlx::Error> {
     let ids: Vec<String> = threads.iter().map(|t| t.id.clone()).collect();
     let all = labels::of_threads(db, &ids).await?;
     Ok(threads
@@ -103,7 +235,7 @@ pub async fn with_labels(db: &Db, threads: &[Thread]) -> Result<Vec<Value>, sqlx
                 .filter(|(tid, _)| *tid == t.id)
                 .map(|(_, l)| l.clone())
                 .collect();
-            t.to_json(&mine)
+            t.to_wire(&mine)
         })
         .collect())
 }
@@ -120,23 +252,32 @@ pub async fn thread_messages(db: &Db, thread_id: &str) -> Result<Vec<Message>, s
 }
 
 /// The single read: the thread and every message, with bodies unless light.
-pub async fn read(db: &Db, t: &Thread, include_body: bool) -> Result<Value, sqlx::Error> {
-    let mut v = with_labels(db, std::slice::from_ref(t)).await?.remove(0);
+pub async fn read(
+    db: &Db,
+    t: &Thread,
+    include_body: bool,
+) -> Result<model::ThreadDetail, sqlx::Error> {
+    let thread = with_labels(db, std::slice::from_ref(t))
+        .await?
+        .pop()
+        .unwrap_or_else(|| t.to_wire(&[]));
     let mut out = Vec::new();
     for m in thread_messages(db, &t.id).await? {
         out.push(if include_body {
-            messages::full_json(db, &m).await?
+            ThreadMessage::Full(messages::detail(db, &m).await?)
         } else {
-            m.summary_json()
+            ThreadMessage::Summary(m.summary())
         });
     }
-    v["messages"] = Value::Array(out);
-    Ok(v)
+    Ok(model::ThreadDetail {
+        thread,
+        messages: out,
+    })
 }
 
 /// What PATCH may change; labels already resolved.
 pub struct ThreadPatch {
-    pub folder: Option<String>,
+    pub folder: Option<Folder>,
     pub is_read: Option<bool>,
     pub is_starred: Option<bool>,
     pub add: Vec<Label>,
@@ -172,20 +313,19 @@ async fn has_drafts(tx: &mut Tx, thread_id: &str) -> Result<bool, sqlx::Error> {
 }
 
 pub async fn patch(
-    state: &AppState,
-    key: &ApiKey,
+    db: &Db,
+    reach: &Reach,
     id: &str,
     patch: ThreadPatch,
-) -> Result<Value, CoreError> {
-    let db = &state.db;
-    let t = get(db, &key.reach, id)
+) -> Result<model::Thread, CoreError> {
+    let t = get(db, reach, id)
         .await?
         .ok_or(CoreError::NotFound("thread"))?;
     let mut tx = db.begin().await?;
-    if let Some(folder) = &patch.folder {
-        let mut folders = vec![folder.clone()];
+    if let Some(folder) = patch.folder {
+        let mut folders = vec![folder.as_str().to_string()];
         // Drafts stay where they are.
-        if has_drafts(&mut tx, &t.id).await? && folder != "drafts" {
+        if has_drafts(&mut tx, &t.id).await? && folder != Folder::Drafts {
             folders.push("drafts".into());
         }
         Sql::new("UPDATE threads SET folders = ")
@@ -195,7 +335,7 @@ pub async fn patch(
             .execute_tx(&mut tx)
             .await?;
         Sql::new("UPDATE messages SET folder = ")
-            .bind(folder.clone())
+            .bind(folder.as_str())
             .push(" WHERE is_draft = 0 AND thread_id = ")
             .bind(&t.id)
             .execute_tx(&mut tx)
@@ -259,28 +399,27 @@ pub async fn patch(
             created_at: r.int("created_at")?,
         });
     }
-    let json = updated.to_json(&current);
+    let wire = updated.to_wire(&current);
     events::emit(
         &mut tx,
         "thread.updated",
         Some(&t.mailbox_id),
-        json!({"thread": json, "occurred_at": clock::iso(clock::now_micros())}),
+        json!({"thread": wire, "occurred_at": clock::iso(clock::now_micros())}),
     )
     .await?;
     tx.commit().await?;
-    Ok(json)
+    Ok(wire)
 }
 
 /// Trash first, then for good; `permanent` skips trash. Returns whether it
 /// was removed for good.
 pub async fn delete(
-    state: &AppState,
-    key: &ApiKey,
+    db: &Db,
+    reach: &Reach,
     id: &str,
     permanent: bool,
-) -> Result<(String, bool), CoreError> {
-    let db = &state.db;
-    let t = get(db, &key.reach, id)
+) -> Result<model::ThreadDeleted, CoreError> {
+    let t = get(db, reach, id)
         .await?
         .ok_or(CoreError::NotFound("thread"))?;
     let mut tx = db.begin().await?;
@@ -300,7 +439,12 @@ pub async fn delete(
             .await?;
     }
     tx.commit().await?;
-    Ok((t.id, for_good))
+    Ok(model::ThreadDeleted {
+        object: model::ThreadObject,
+        id: t.id,
+        deleted: true,
+        permanent: for_good,
+    })
 }
 
 /// Removes threads with every message, attachment, recipient, event, label
@@ -471,4 +615,56 @@ pub async fn reply(
         attachments: r.attachments,
     };
     sending::send(state, key, input).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `thread.updated` payloads carry the thread: its fields, their order
+    /// and the participants as stored are part of the payload's bytes.
+    #[test]
+    fn the_wire_thread_keeps_the_event_payload_shape() {
+        let t = Thread {
+            id: "thr_1".into(),
+            mailbox_id: "mbx_1".into(),
+            mailbox: "a@example.com".into(),
+            domain: "example.com".into(),
+            subject: "Hi".into(),
+            snippet: "hello".into(),
+            folders: vec!["inbox".into(), "drafts".into()],
+            participants: serde_json::from_str(
+                r#"[{"name":"","address":"a@example.com"},{"name":"B","address":"b@example.org"}]"#,
+            )
+            .unwrap(),
+            message_count: 2,
+            unread_count: 1,
+            is_starred: false,
+            has_attachments: false,
+            last_message_at: 1_795_000_000_000_001,
+            created_at: 1_795_000_000_000_000,
+        };
+        let label = Label {
+            id: "lbl_1".into(),
+            name: "Work".into(),
+            color: "#9ca3af".into(),
+            created_at: 1,
+        };
+        let text = serde_json::to_string(&t.to_wire(&[label])).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                concat!(
+                    r#"{{"object":"thread","id":"thr_1","mailbox":"a@example.com","mailbox_id":"mbx_1","#,
+                    r#""subject":"Hi","snippet":"hello","folders":["inbox","drafts"],"#,
+                    r#""participants":[{{"name":"","address":"a@example.com"}},{{"name":"B","address":"b@example.org"}}],"#,
+                    r#""message_count":2,"unread_count":1,"is_starred":false,"has_attachments":false,"#,
+                    r#""last_message_at":"{}","created_at":"{}","#,
+                    r#""labels":[{{"object":"label","id":"lbl_1","name":"Work"}}]}}"#
+                ),
+                clock::iso(1_795_000_000_000_001),
+                clock::iso(1_795_000_000_000_000)
+            )
+        );
+    }
 }

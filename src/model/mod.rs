@@ -5,8 +5,13 @@
 //! below both. Each derives `utoipa::ToSchema`, so the OpenAPI document is
 //! generated from the very types that are serialised.
 
+pub mod contacts;
+pub mod drafts;
 mod envelope;
 pub mod labels;
+pub mod messages;
+pub mod query;
+pub mod threads;
 mod time;
 
 pub use envelope::{Deleted, List, ListObject};

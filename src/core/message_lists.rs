@@ -1,0 +1,196 @@
+//! The mail lists: sent mail (`/emails`) and received mail (`/messages`),
+//! their filters and their keyset pages.
+
+use crate::auth::Reach;
+use crate::core::messages::{COLUMNS, Message};
+use crate::core::paging::Page;
+use crate::core::search;
+use crate::model::messages::{self as model, Folder, SentStatus};
+use crate::store::{Db, Sql};
+
+/// A page of list items with their sort keys, for `Page::list`.
+pub type Items = Vec<(i64, String, model::Message)>;
+
+/// Which mailboxes' mail: by id, by (validated) address, by domain name.
+#[derive(Debug, Default)]
+pub struct MailboxFilter {
+    pub mailbox_id: Option<String>,
+    pub mailbox: Option<String>,
+    pub domain: Option<String>,
+}
+
+impl MailboxFilter {
+    pub fn push(&self, q: &mut Sql, id_col: &str, address_col: &str, domain_col: &str) {
+        if let Some(id) = &self.mailbox_id {
+            q.push(&format!(" AND {id_col} = ")).bind(id.clone());
+        }
+        if let Some(a) = &self.mailbox {
+            q.push(&format!(" AND {address_col} = ")).bind(a.clone());
+        }
+        if let Some(d) = &self.domain {
+            q.push(&format!(" AND {domain_col} = "))
+                .bind(d.trim().to_ascii_lowercase());
+        }
+    }
+}
+
+/// The filters of the sent-mail list; empty `statuses` means any.
+#[derive(Debug, Default)]
+pub struct SentFilter {
+    pub statuses: Vec<SentStatus>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub subject: Option<String>,
+    pub text: Option<String>,
+    pub opened: Option<bool>,
+    pub api_key_id: Option<String>,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub mailboxes: MailboxFilter,
+}
+
+/// The filters of the received-mail list; no `folder` means every folder.
+#[derive(Debug, Default)]
+pub struct ReceivedFilter {
+    pub folder: Option<Folder>,
+    pub thread_id: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub subject: Option<String>,
+    pub text: Option<String>,
+    pub unread: Option<bool>,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub mailboxes: MailboxFilter,
+}
+
+/// Sender, recipient, subject and full-text conditions both lists share.
+fn push_common(
+    db: &Db,
+    q: &mut Sql,
+    from: Option<&str>,
+    to: Option<&str>,
+    subject: Option<&str>,
+    text: Option<&str>,
+) {
+    if let Some(from) = from {
+        q.push(" AND m.from_address = ")
+            .bind(from.trim().to_lowercase());
+    }
+    if let Some(to) = to {
+        q.push(" AND EXISTS (SELECT 1 FROM message_recipients r WHERE r.message_id = m.id AND r.address = ")
+            .bind(to.trim().to_lowercase())
+            .push(")");
+    }
+    if let Some(subject) = subject {
+        q.push(" AND ");
+        db.push_contains(q, "m.subject", subject);
+    }
+    if let Some(text) = text {
+        search::push_match(q, db.backend(), "m", text);
+    }
+}
+
+/// Sent mail within the reach, newest first by `created_at`; drafts excluded.
+pub async fn sent(
+    db: &Db,
+    reach: &Reach,
+    f: &SentFilter,
+    page: &Page,
+) -> Result<Items, sqlx::Error> {
+    let mut q = Sql::new(&format!(
+        "SELECT {COLUMNS} FROM messages m WHERE m.direction = 'outbound' AND m.is_draft = 0"
+    ));
+    reach.filter_address_columns(&mut q, "m.mailbox", "m.domain");
+    if !f.statuses.is_empty() {
+        let list: Vec<String> = f.statuses.iter().map(|s| s.as_str().to_string()).collect();
+        q.push(" AND m.status IN ");
+        q.bind_list(&list);
+    }
+    push_common(
+        db,
+        &mut q,
+        f.from.as_deref(),
+        f.to.as_deref(),
+        f.subject.as_deref(),
+        f.text.as_deref(),
+    );
+    match f.opened {
+        Some(true) => {
+            q.push(" AND m.opened_at IS NOT NULL");
+        }
+        Some(false) => {
+            q.push(" AND m.opened_at IS NULL");
+        }
+        None => {}
+    }
+    if let Some(k) = &f.api_key_id {
+        q.push(" AND m.api_key_id = ").bind(k.clone());
+    }
+    if let Some(t) = f.since {
+        q.push(" AND m.created_at >= ").bind(t);
+    }
+    if let Some(t) = f.until {
+        q.push(" AND m.created_at <= ").bind(t);
+    }
+    f.mailboxes
+        .push(&mut q, "m.mailbox_id", "m.mailbox", "m.domain");
+    page.push(&mut q, "m.created_at", "m.id");
+    let rows = q.fetch_all(db.reader()).await?;
+    rows.iter()
+        .map(|r| {
+            let m = Message::from_row(r)?;
+            Ok((m.created_at, m.id.clone(), m.summary()))
+        })
+        .collect()
+}
+
+/// Received mail within the reach, newest first by `received_at`.
+pub async fn received(
+    db: &Db,
+    reach: &Reach,
+    f: &ReceivedFilter,
+    page: &Page,
+) -> Result<Items, sqlx::Error> {
+    let mut q = Sql::new(&format!(
+        "SELECT {COLUMNS} FROM messages m WHERE m.direction = 'inbound'"
+    ));
+    reach.filter_address_columns(&mut q, "m.mailbox", "m.domain");
+    if let Some(folder) = f.folder {
+        q.push(" AND m.folder = ").bind(folder.as_str());
+    }
+    if let Some(t) = &f.thread_id {
+        q.push(" AND m.thread_id = ").bind(t.clone());
+    }
+    push_common(
+        db,
+        &mut q,
+        f.from.as_deref(),
+        f.to.as_deref(),
+        f.subject.as_deref(),
+        f.text.as_deref(),
+    );
+    if let Some(unread) = f.unread {
+        q.push(" AND m.is_read = ").bind(!unread);
+    }
+    if let Some(t) = f.since {
+        q.push(" AND m.received_at >= ").bind(t);
+    }
+    if let Some(t) = f.until {
+        q.push(" AND m.received_at <= ").bind(t);
+    }
+    f.mailboxes
+        .push(&mut q, "m.mailbox_id", "m.mailbox", "m.domain");
+    page.push(&mut q, "m.received_at", "m.id");
+    let rows = q.fetch_all(db.reader()).await?;
+    rows.iter()
+        .map(|r| {
+            let m = Message::from_row(r)?;
+            Ok((
+                m.received_at.unwrap_or(m.created_at),
+                m.id.clone(),
+                m.summary(),
+            ))
+        })
+        .collect()
+}

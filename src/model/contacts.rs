@@ -1,0 +1,68 @@
+//! Contacts on the wire.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::Timestamp;
+
+crate::object_tag!(ContactObject, "contact");
+
+/// An address seen in mail of a mailbox.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Contact {
+    pub object: ContactObject,
+    /// Contact id.
+    pub id: String,
+    /// The address.
+    pub address: String,
+    /// Display name last seen.
+    #[schema(required = true)]
+    pub name: Option<String>,
+    /// The mailbox address.
+    pub mailbox: String,
+    /// `mbx_` prefix.
+    pub mailbox_id: String,
+    /// Messages exchanged.
+    pub message_count: i64,
+    /// First message.
+    pub first_seen_at: Timestamp,
+    /// Latest message.
+    pub last_seen_at: Timestamp,
+}
+
+/// How contacts are ordered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ContactOrder {
+    /// By `last_seen_at`.
+    #[default]
+    Recent,
+    /// By `message_count`.
+    Frequent,
+}
+
+impl ContactOrder {
+    pub fn parse(s: &str) -> Option<ContactOrder> {
+        match s {
+            "recent" => Some(ContactOrder::Recent),
+            "frequent" => Some(ContactOrder::Frequent),
+            _ => None,
+        }
+    }
+}
+
+/// The filters of `GET /contacts`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ContactListQuery {
+    /// recent (default): by `last_seen_at`; frequent: by `message_count`.
+    #[param(inline)]
+    pub order: Option<ContactOrder>,
+    /// Substring of the address or name.
+    pub q: Option<String>,
+    /// Only contacts of this mailbox address.
+    #[param(format = Email)]
+    pub mailbox: Option<String>,
+    /// Only contacts of this mailbox (`mbx_` id).
+    pub mailbox_id: Option<String>,
+}

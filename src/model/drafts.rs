@@ -1,0 +1,84 @@
+//! Drafts on the wire.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::messages::Message;
+
+crate::object_tag!(DraftObject, "draft");
+
+/// An unsent message (`is_draft` true, `status` draft) with its bodies.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Draft {
+    #[serde(flatten)]
+    pub message: Message,
+    /// Plain-text body.
+    pub text: String,
+    /// HTML body.
+    pub html: String,
+}
+
+/// One address or several.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// The body of `POST /drafts`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DraftCreate {
+    /// The address of a mailbox the key reaches.
+    // Absent is refused with a 422 naming `from`.
+    #[schema(value_type = String, required = true)]
+    pub from: Option<String>,
+    /// Put the draft in this thread of that mailbox.
+    pub thread_id: Option<String>,
+    /// OneOrMany.
+    pub to: Option<OneOrMany>,
+    /// Copy recipients.
+    pub cc: Option<OneOrMany>,
+    /// Blind-copy recipients.
+    pub bcc: Option<OneOrMany>,
+    /// Subject.
+    pub subject: Option<String>,
+    /// Plain-text body.
+    pub text: Option<String>,
+    /// HTML body.
+    pub html: Option<String>,
+}
+
+/// The body of `PATCH /drafts/{id}`; only fields sent change.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DraftUpdate {
+    /// OneOrMany.
+    pub to: Option<OneOrMany>,
+    /// Copy recipients.
+    pub cc: Option<OneOrMany>,
+    /// Blind-copy recipients.
+    pub bcc: Option<OneOrMany>,
+    /// Subject.
+    pub subject: Option<String>,
+    /// Plain-text body.
+    pub text: Option<String>,
+    /// HTML body.
+    pub html: Option<String>,
+}
+
+/// The filters of `GET /drafts`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DraftListQuery {
+    /// Only drafts of this mailbox (address or `mbx_` id).
+    pub mailbox: Option<String>,
+}
