@@ -82,6 +82,8 @@ fn param(spot: &[Segment]) -> String {
 /// the order serde meets them; one per spot.
 pub fn all<T: DeserializeOwned>(mut value: Value, first: Failure) -> Vec<FieldProblem> {
     let mut found = vec![first.problem.clone()];
+    // Spots given a stand-in.
+    let mut placed: Vec<String> = Vec::new();
     let mut current = first;
     let mut attempts = 1;
     'rounds: while attempts < MAX_ATTEMPTS {
@@ -110,7 +112,11 @@ pub fn all<T: DeserializeOwned>(mut value: Value, first: Failure) -> Vec<FieldPr
             match first_failure::<T>(&value) {
                 None => break 'rounds,
                 Some(next) if next.problem.param != current.problem.param => {
-                    if !found.iter().any(|p| p.param == next.problem.param) {
+                    placed.push(current.problem.param.clone());
+                    // A problem inside a stand-in (an empty object lacking
+                    // its fields) is not the client's: it is only passed.
+                    let ours = !placed.iter().any(|p| inside(p, &next.problem.param));
+                    if ours && !found.iter().any(|p| p.param == next.problem.param) {
                         found.push(next.problem.clone());
                     }
                     current = next;
@@ -124,6 +130,13 @@ pub fn all<T: DeserializeOwned>(mut value: Value, first: Failure) -> Vec<FieldPr
         break;
     }
     found
+}
+
+/// Whether `param` names a spot within `outer`.
+fn inside(outer: &str, param: &str) -> bool {
+    param
+        .strip_prefix(outer)
+        .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
 }
 
 /// Puts `new` at `spot` (removes the field for `None`) and gives back what
@@ -200,6 +213,24 @@ mod tests {
         let params: Vec<_> = got.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(params, ["name", "count", "flag"]);
         assert!(got[0].1.contains("expected a string"), "{got:?}");
+    }
+
+    #[allow(dead_code)]
+    #[derive(Debug, Deserialize)]
+    struct Nested {
+        inner: Inner,
+        flag: bool,
+    }
+
+    #[test]
+    fn a_stand_in_adds_no_problem_of_its_own() {
+        let v = json!({"inner": 5, "flag": "no"});
+        let first = first_failure::<Nested>(&v).expect("fails");
+        let params: Vec<_> = all::<Nested>(v, first)
+            .into_iter()
+            .map(|p| p.param)
+            .collect();
+        assert_eq!(params, ["inner", "flag"]);
     }
 
     #[test]
