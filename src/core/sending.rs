@@ -491,6 +491,7 @@ pub struct Sending {
 /// The send runs on a task of its own: a caller that goes away (an HTTP
 /// client that disconnects) must not cancel it during the provider call,
 /// when the provider may have taken the message but it is not recorded yet.
+/// `ctx` is a [`Sending`] or what makes one (the application's state).
 pub async fn send(
     ctx: impl Into<Sending>,
     key: &ApiKey,
