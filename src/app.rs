@@ -15,6 +15,7 @@ use crate::config::{Config, ProviderKind};
 use crate::core::memory::MemoryBudget;
 use crate::core::paging::CursorSigner;
 use crate::core::quota::QuotaGuard;
+use crate::core::sending::Sending;
 use crate::dns::Dns;
 use crate::provider::ses::SesProvider;
 use crate::provider::simulator::Simulator;
@@ -76,6 +77,7 @@ impl AppState {
         tokio::spawn(crate::workers::purge_idempotency_keys(db.clone()));
         let dns = Arc::new(dns);
         let webhooks = crate::webhooks::Webhooks::start(db.clone(), &config, dns.clone());
+        let quota = Arc::new(QuotaGuard::new(provider.clone()));
         Ok(AppState {
             db,
             memory: MemoryBudget::new(config.message_memory_budget),
@@ -85,11 +87,24 @@ impl AppState {
             cursors: CursorSigner::new(cursor_key),
             rate_limiter: Arc::new(RateLimiter::default()),
             metrics: Arc::new(Metrics::default()),
-            quota: Arc::new(QuotaGuard::default()),
+            quota,
             sns: Arc::new(sns),
             provider_events: sink,
             webhooks,
         })
+    }
+}
+
+/// The pieces of the state a send uses.
+impl From<&AppState> for Sending {
+    fn from(s: &AppState) -> Sending {
+        Sending {
+            db: s.db.clone(),
+            provider: s.provider.clone(),
+            quota: s.quota.clone(),
+            open_tracking: s.config.open_tracking,
+            public_url: s.config.public_url.as_str().into(),
+        }
     }
 }
 

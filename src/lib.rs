@@ -6,6 +6,8 @@ pub mod clock;
 pub mod config;
 pub mod core;
 pub mod dns;
+/// A local DNS server for tests and benchmarks.
+#[cfg(any(test, feature = "test-support"))]
 pub mod dns_test_server;
 pub mod error;
 pub mod ids;

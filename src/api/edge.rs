@@ -1,5 +1,6 @@
-//! The HTTP edge every request passes: request heads over our limits are
-//! refused with the spec's JSON error (hyper's own, higher limits answer with
+//! The HTTP edge every request passes: request heads over our limits, and
+//! bodies declared longer than the body limit, are refused with the spec's
+//! JSON error (hyper's own, higher limits answer with
 //! an empty body), and any error reply made below the handlers (axum's
 //! rejections, 405) is given the `{error, code}` envelope.
 
@@ -9,6 +10,7 @@ use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::api::BODY_LIMIT;
 use crate::config::HttpSettings;
 use crate::error::ApiError;
 
@@ -48,6 +50,16 @@ pub async fn edge(State(limits): State<HeadLimits>, req: Request, next: Next) ->
 }
 
 fn check_head(req: &Request, limits: HeadLimits) -> Result<(), ApiError> {
+    // On every route, also those that read no body: a client about to send
+    // more than the limit learns so before sending it.
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
+        return Err(ApiError::PayloadTooLarge);
+    }
     if uri_len(req.uri()) > limits.max_uri_bytes {
         return Err(ApiError::UriTooLong {
             limit: limits.max_uri_bytes,

@@ -8,8 +8,9 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use bytes::BytesMut;
 use serde::de::DeserializeOwned;
+use serde_path_to_error::Segment;
 
-use crate::api::BODY_LIMIT;
+use crate::api::{BODY_LIMIT, body_problems};
 use crate::auth::ApiKey;
 use crate::error::{ApiError, Problems};
 
@@ -72,8 +73,9 @@ fn timed_out<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io
     None
 }
 
-/// JSON body. Syntax errors, wrong types and unknown enum values are 422 with
-/// `param` naming the path of the bad field; a body over the limit is 413.
+/// JSON body. Syntax errors, wrong types, unknown enum values and missing
+/// fields are 422 with `param` naming the path of the first bad field and
+/// `error` listing them all; a body over the limit is 413.
 pub struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
@@ -89,25 +91,39 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid("body", "a JSON body is required"));
     }
+    // Straight into the type: a large body is not held twice on the way.
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        let param = if path == "." || path.is_empty() || inner.is_syntax() || inner.is_eof() {
-            "body".to_string()
-        } else {
-            path
-        };
-        let message = if inner.is_syntax() || inner.is_eof() {
-            format!("malformed JSON: {inner}")
-        } else {
-            inner.to_string()
-        };
-        ApiError::invalid(param, message)
-    })?;
-    de.end()
-        .map_err(|e| ApiError::invalid("body", format!("malformed JSON: {e}")))?;
-    Ok(value)
+    let e = match serde_path_to_error::deserialize(&mut de) {
+        Ok(value) => {
+            de.end().map_err(malformed)?;
+            return Ok(value);
+        }
+        Err(e) => e,
+    };
+    let path: Vec<Segment> = e.path().iter().cloned().collect();
+    let inner = e.into_inner();
+    if inner.is_syntax() || inner.is_eof() {
+        return Err(malformed(inner));
+    }
+    let first = body_problems::failure(path, inner);
+    if bytes.len() > THOROUGH_UP_TO {
+        return Err(ApiError::Invalid(vec![first.problem]));
+    }
+    // The type stopped at its first problem; look on for the others.
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(malformed)?;
+    let problems = match body_problems::first_failure::<T>(&value) {
+        Some(first) => body_problems::all::<T>(value, first),
+        None => vec![first.problem],
+    };
+    Err(ApiError::Invalid(problems))
+}
+
+/// Bodies up to this size have every problem listed; a larger one (an
+/// attachment's megabytes) its first, so as not to hold it twice more.
+const THOROUGH_UP_TO: usize = 1024 * 1024;
+
+fn malformed(e: serde_json::Error) -> ApiError {
+    ApiError::invalid("body", format!("malformed JSON: {e}"))
 }
 
 /// Query parameters as text, read field by field with precise errors.

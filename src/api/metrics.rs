@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -14,6 +13,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::app::AppState;
+use crate::server::ConnectionCounters;
 
 const BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
@@ -24,36 +24,6 @@ struct Series {
     count: u64,
     sum: f64,
     buckets: [u64; BUCKETS.len()],
-}
-
-/// A count that only grows, or a gauge.
-#[derive(Default)]
-pub struct Count(AtomicU64);
-
-impl Count {
-    pub fn inc(&self) {
-        self.0.fetch_add(1, Relaxed);
-    }
-
-    pub fn dec(&self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
-
-    pub fn get(&self) -> u64 {
-        self.0.load(Relaxed)
-    }
-}
-
-/// What the HTTP connection limits did (kept by `crate::server`).
-#[derive(Default)]
-pub struct ConnectionCounters {
-    pub open: Count,
-    pub header_timeouts: Count,
-    pub idle_timeouts: Count,
-    /// Closed to make room for a newcomer at the global cap.
-    pub evicted: Count,
-    pub refused_per_ip: Count,
-    pub refused_full: Count,
 }
 
 /// The method label: the standard methods, anything else `other`.

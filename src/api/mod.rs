@@ -12,6 +12,7 @@ use crate::app::AppState;
 pub mod admission;
 pub mod attachments;
 pub mod auth_layer;
+pub mod body_problems;
 pub mod contacts;
 pub mod doc;
 pub mod domains;

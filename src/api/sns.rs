@@ -69,7 +69,8 @@ pub async fn receive(
                     recipients,
                     raw_mime,
                 }) => {
-                    crate::core::inbound_hook::received(&s, raw_mime.into(), &recipients).await?;
+                    crate::core::inbound_hook::received(&s.db, raw_mime.into(), &recipients)
+                        .await?;
                 }
                 Ok(SesNotification::Ignored(why)) => {
                     tracing::debug!(why, "SNS notification ignored");

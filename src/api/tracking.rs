@@ -81,7 +81,7 @@ async fn record(s: &AppState, token: &str) -> Result<(), sqlx::Error> {
 
 /// The provider and its sending quota; any valid key may read it.
 pub async fn provider(State(s): State<AppState>, Auth(_key): Auth) -> ApiResult<Json<Value>> {
-    let quota = s.quota.current(&s).await.map(|(q, since)| {
+    let quota = s.quota.current().await.map(|(q, since)| {
         json!({
             "max_24_hour_send": q.max_24_hour_send,
             "max_send_rate": q.max_send_rate,

@@ -1,17 +1,13 @@
 //! Where SES receipt notifications join the inbound ingestion path.
 
-use crate::app::AppState;
 use crate::core::error::CoreError;
 use crate::core::inbound;
+use crate::store::Db;
 
 /// Stores mail that SES received for our domains, through the same path as
 /// SMTP. Recipients that are not ours are skipped (SMTP would answer 550).
-pub async fn received(
-    state: &AppState,
-    raw: bytes::Bytes,
-    recipients: &[String],
-) -> Result<(), CoreError> {
-    let stored = inbound::ingest(&state.db, raw, recipients).await?;
+pub async fn received(db: &Db, raw: bytes::Bytes, recipients: &[String]) -> Result<(), CoreError> {
+    let stored = inbound::ingest(db, raw, recipients).await?;
     if stored.is_empty() {
         tracing::info!(
             ?recipients,

@@ -1,12 +1,11 @@
 //! The provider's sending quota, checked before a send so that a send the
 //! quota cannot admit fails fast with a clear 429.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::app::AppState;
 use crate::core::error::CoreError;
-use crate::provider::Quota;
+use crate::provider::{Provider, Quota};
 
 /// How long a quota reading is trusted; sends in between are counted locally.
 /// A failed reading is remembered as long, so that a provider that cannot
@@ -18,12 +17,20 @@ const REFRESH: Duration = Duration::from_secs(30);
 /// and the recipients sent since.
 type Reading = (Instant, Option<Quota>, u64);
 
-#[derive(Default)]
+/// The quota of one provider, read now and then.
 pub struct QuotaGuard {
+    provider: Arc<dyn Provider>,
     cached: Mutex<Option<Reading>>,
 }
 
 impl QuotaGuard {
+    pub fn new(provider: Arc<dyn Provider>) -> QuotaGuard {
+        QuotaGuard {
+            provider,
+            cached: Mutex::new(None),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Reading>> {
         match self.cached.lock() {
             Ok(g) => g,
@@ -33,13 +40,13 @@ impl QuotaGuard {
 
     /// The current quota, from cache or the provider. `None` when the
     /// provider cannot say (then sends are not held back).
-    pub async fn current(&self, state: &AppState) -> Option<(Quota, u64)> {
+    pub async fn current(&self) -> Option<(Quota, u64)> {
         if let Some((at, q, since)) = self.lock().as_ref()
             && at.elapsed() < REFRESH
         {
             return q.clone().map(|q| (q, *since));
         }
-        let reading = match state.provider.quota().await {
+        let reading = match self.provider.quota().await {
             Ok(q) => Some(q),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the provider's sending quota; sends are not held back");
@@ -50,8 +57,8 @@ impl QuotaGuard {
         reading.map(|q| (q, 0))
     }
 
-    pub async fn admit(&self, state: &AppState, recipients: usize) -> Result<(), CoreError> {
-        let Some((q, since)) = self.current(state).await else {
+    pub async fn admit(&self, recipients: usize) -> Result<(), CoreError> {
+        let Some((q, since)) = self.current().await else {
             return Ok(());
         };
         if !q.sending_enabled {

@@ -14,7 +14,6 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::app::AppState;
 use crate::auth::{ApiKey, address_domain};
 use crate::clock;
 use crate::core::domains;
@@ -30,7 +29,7 @@ use crate::core::threads::{self, ThreadContribution};
 use crate::core::validate;
 use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
-use crate::provider::{OutgoingMessage, ProviderError};
+use crate::provider::{OutgoingMessage, Provider, ProviderError};
 use crate::sql;
 use crate::store::{Backend, Db, JobFuture, RowExt, SharedText, Sql, Tx, execute_all};
 
@@ -475,17 +474,31 @@ fn sender_mailbox(
     Ok((Mailbox::on_first_use(address, domain_id), true))
 }
 
+/// What sending uses of the application: its database, provider and quota,
+/// and two settings (made from the application's state, see `crate::app`).
+#[derive(Clone)]
+pub struct Sending {
+    pub db: Db,
+    pub provider: Arc<dyn Provider>,
+    pub quota: Arc<QuotaGuard>,
+    /// Whether HTML mail gets an open-tracking image.
+    pub open_tracking: bool,
+    /// Where that image is served from.
+    pub public_url: Arc<str>,
+}
+
 /// Sends one message through the provider, recording it whatever happens.
 /// The send runs on a task of its own: a caller that goes away (an HTTP
 /// client that disconnects) must not cancel it during the provider call,
 /// when the provider may have taken the message but it is not recorded yet.
+/// `ctx` is a [`Sending`] or what makes one (the application's state).
 pub async fn send(
-    state: &AppState,
+    ctx: impl Into<Sending>,
     key: &ApiKey,
     input: SendInput,
 ) -> Result<SendOutcome, CoreError> {
-    let (state, key) = (state.clone(), key.clone());
-    tokio::spawn(async move { start(&state, &key, input).await?.finish().await })
+    let (ctx, key) = (ctx.into(), key.clone());
+    tokio::spawn(async move { start(ctx, &key, input).await?.finish().await })
         .await
         .map_err(|e| CoreError::Internal(anyhow::anyhow!("a send's task failed: {e}")))?
 }
@@ -759,10 +772,11 @@ fn recipients_insert(m: &Message) -> Option<Sql> {
 /// starts its sends one after another, in order, and waits for their records
 /// together, so that one send's commit does not hold up the next.
 pub async fn start(
-    state: &AppState,
+    ctx: impl Into<Sending>,
     key: &ApiKey,
     mut input: SendInput,
 ) -> Result<PendingSend, CoreError> {
+    let ctx: Sending = ctx.into();
     let from = input.from.1.clone();
     if !key.reach.covers_address(&from) {
         return Err(CoreError::Forbidden(format!(
@@ -779,7 +793,7 @@ pub async fn start(
     }
     // Three independent reads at once: on PostgreSQL one statement, one
     // round trip.
-    let [domain_rows, suppressed_rows, mailbox_rows] = state
+    let [domain_rows, suppressed_rows, mailbox_rows] = ctx
         .db
         .lookup_each([
             &domains::sending_domain_read(&from_domain),
@@ -812,7 +826,7 @@ pub async fn start(
             ),
         ));
     }
-    state.quota.admit(state, recipients.len()).await?;
+    ctx.quota.admit(recipients.len()).await?;
 
     let (mailbox, new_mailbox) = sender_mailbox(key, &from, found_mailbox, sending_domain.id)?;
     let now = clock::now_micros();
@@ -820,7 +834,7 @@ pub async fn start(
     // Time first, so that the token's index grows at its end instead of
     // taking a write on a random page of it per send; 32 random characters
     // after it keep it unguessable.
-    let open_token = (state.config.open_tracking && input.html.is_some())
+    let open_token = (ctx.open_tracking && input.html.is_some())
         .then(|| ids::time_ordered_token(OPEN_TOKEN_LEN));
     let id = ids::new_id("msg");
     // The bodies, taken (not copied) from the input: the message is built
@@ -830,7 +844,7 @@ pub async fn start(
     // The thread named by thread_id must belong to the sender's mailbox;
     // checked before anything is sent.
     if let Some(tid) = &input.thread_id {
-        let row = state
+        let row = ctx
             .db
             .lookup_optional(&sql!("SELECT mailbox_id FROM threads WHERE id = $1", tid))
             .await?;
@@ -859,7 +873,7 @@ pub async fn start(
     let html = match (&bodies.html, &open_token) {
         (Some(h), Some(t)) => Some(SharedText::from(compose::with_tracking_pixel(
             h,
-            &format!("{}/t/o/{t}", state.config.public_url),
+            &format!("{}/t/o/{t}", ctx.public_url),
         ))),
         (h, _) => h.clone(),
     };
@@ -900,8 +914,7 @@ pub async fn start(
     .unwrap_or_else(|| Err(std::io::Error::other("the composer stopped")));
     let outcome = match composed {
         Ok(raw) => {
-            state
-                .provider
+            ctx.provider
                 .send_raw(&OutgoingMessage {
                     from: from.clone(),
                     recipients: recipients.clone(),
@@ -993,18 +1006,18 @@ pub async fn start(
         sent_at: (status == "sent").then_some(done_at),
         received_at: None,
     };
-    let backend = state.db.backend();
+    let backend = ctx.db.backend();
     let new_mailbox = new_mailbox.then_some(mailbox);
     let recipient_count = recipients.len();
     let input = Arc::new(input);
     let accepted = (status == "sent").then(|| AcceptedSend {
-        db: state.db.clone(),
+        db: ctx.db.clone(),
         message: message.clone(),
         bodies: bodies.clone(),
         new_mailbox: new_mailbox.clone(),
         done_at,
     });
-    let written = state
+    let written = ctx
         .db
         .write_queued_sized(bound, move |tx| {
             Box::pin(async move {
@@ -1027,7 +1040,7 @@ pub async fn start(
         written: Some(written),
         failure,
         recipients: recipient_count,
-        quota: state.quota.clone(),
+        quota: ctx.quota.clone(),
         accepted,
     })
 }
@@ -1385,7 +1398,9 @@ mod tests {
                 written: Some(written),
                 failure: None,
                 recipients: 2,
-                quota: Arc::new(QuotaGuard::default()),
+                quota: Arc::new(QuotaGuard::new(Arc::new(
+                    crate::provider::simulator::Simulator::new(None),
+                ))),
                 accepted: Some(AcceptedSend {
                     db: db.clone(),
                     message,

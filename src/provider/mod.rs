@@ -3,6 +3,8 @@
 
 use async_trait::async_trait;
 
+/// A local moto (SES stand-in) for tests.
+#[cfg(any(test, feature = "test-support"))]
 pub mod moto_server;
 pub mod ses;
 pub mod simulator;

@@ -24,8 +24,8 @@ use tower::ServiceExt;
 
 use super::activity::{Activity, Expiry, GuardedBody, WatchedIo};
 use super::body_deadline::DeadlineBody;
+use super::counters::ConnectionCounters;
 use super::limits::{Refusal, Registry, Slot};
-use crate::api::metrics::ConnectionCounters;
 
 /// hyper's own header-count limit, a backstop above the 100 headers the API
 /// answers with a JSON 431 (see `api::edge`).

@@ -5,7 +5,9 @@
 mod accept;
 mod activity;
 mod body_deadline;
+mod counters;
 pub mod fd_limit;
 mod limits;
 
 pub use accept::{ServeLimits, listen, serve};
+pub use counters::{ConnectionCounters, Count};

@@ -89,3 +89,98 @@ async fn internal_errors_are_opaque_500s() {
     assert!(!r.text.to_lowercase().contains("pool"), "{}", r.text);
     assert!(!r.text.to_lowercase().contains("sql"), "{}", r.text);
 }
+
+#[tokio::test]
+async fn a_missing_required_field_is_named_in_param() {
+    let app = spawn_app().await;
+    let r = app.post("/api/v1/domains", json!({})).await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "name");
+    assert_eq!(r.body["error"], "name: is required");
+
+    let r = app
+        .post("/api/v1/domains", json!({"auto_create_mailboxes": true}))
+        .await;
+    assert_eq!(r.body["param"], "name");
+}
+
+#[tokio::test]
+async fn every_field_of_the_wrong_type_is_listed_and_the_first_is_param() {
+    let app = spawn_app().await;
+    let r = app
+        .post(
+            "/api/v1/domains",
+            json!({"name": 12, "auto_create_mailboxes": "yes"}),
+        )
+        .await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "name");
+    let e = r.body["error"].as_str().unwrap();
+    assert!(
+        e.starts_with("name: ") && e.contains("; auto_create_mailboxes: "),
+        "{e}"
+    );
+
+    // A wrong field and a missing one.
+    let r = app
+        .post("/api/v1/domains", json!({"auto_create_mailboxes": "yes"}))
+        .await;
+    assert_eq!(r.body["param"], "auto_create_mailboxes");
+    let e = r.body["error"].as_str().unwrap();
+    assert!(e.contains("name: is required"), "{e}");
+}
+
+/// Every documented route (and an unknown one) with a declared
+/// `Content-Length` over the limit, with and without a key: a JSON 413
+/// before anything is read, whether or not the route reads a body.
+#[tokio::test]
+async fn a_declared_length_over_the_limit_is_a_json_413_on_every_route() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let app = spawn_app().await;
+    let doc = app.get("/api/v1/openapi.json").await.body;
+    let mut routes = vec![("POST".to_string(), "/api/v1/nothing-here".to_string())];
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for method in ops.as_object().unwrap().keys() {
+            if ["get", "post", "patch", "put", "delete"].contains(&method.as_str()) {
+                let full = if path.starts_with("/api/v1/") || !path.starts_with("/api") {
+                    path.clone()
+                } else {
+                    format!("/api/v1{path}")
+                };
+                let concrete: String = full
+                    .split('/')
+                    .map(|s| if s.starts_with('{') { "x" } else { s })
+                    .collect::<Vec<_>>()
+                    .join("/");
+                routes.push((method.to_uppercase(), concrete));
+            }
+        }
+    }
+    assert!(routes.len() > 30, "{}", routes.len());
+    let addr = app.base.trim_start_matches("http://").to_string();
+    for (method, path) in routes {
+        for key in [Some(app.key.as_str()), None] {
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let auth = key.map_or(String::new(), |k| format!("authorization: Bearer {k}\r\n"));
+            let head = format!(
+                "{method} {path} HTTP/1.1\r\nhost: t\r\n{auth}content-type: application/json\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{{}}",
+                30 * 1024 * 1024 + 1
+            );
+            s.write_all(head.as_bytes()).await.unwrap();
+            let mut reply = Vec::new();
+            let _ = s.read_to_end(&mut reply).await;
+            let reply = String::from_utf8_lossy(&reply);
+            let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+            assert!(head.starts_with("HTTP/1.1 413"), "{method} {path}: {head}");
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("content-type: application/json"),
+                "{method} {path}: {head}"
+            );
+            let body: serde_json::Value = serde_json::from_str(body).unwrap();
+            assert_eq!(body["code"], "payload_too_large", "{method} {path}");
+        }
+    }
+}

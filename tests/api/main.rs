@@ -14,6 +14,7 @@ mod errors;
 mod http_edge;
 mod idempotency;
 mod inbound;
+mod layering;
 mod mailboxes;
 mod message_memory;
 mod openapi;
