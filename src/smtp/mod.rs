@@ -20,6 +20,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 mod per_client;
 pub mod protocol;
 mod server;
+mod sessions;
 
 pub use server::run;
 
@@ -42,7 +43,9 @@ pub struct SmtpConfig {
     pub max_line_length: usize,
     /// A client that sends nothing for this long is told 421 and dropped.
     pub idle_timeout: Duration,
-    /// Connections served at once; more are answered 421 and closed.
+    /// Sessions served at once. Beyond, a newcomer evicts the session with
+    /// the least progress that has waited longest and is not receiving DATA
+    /// (told 421 4.3.2); only when all are in DATA is the newcomer refused.
     pub max_connections: usize,
     /// Connections one client may hold at once (an IPv4 address, or an IPv6
     /// /64, which one host usually has whole); more get 421 4.7.0.

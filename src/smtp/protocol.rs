@@ -269,6 +269,16 @@ impl Session {
         self.recipients.clear();
     }
 
+    /// After HELO or EHLO.
+    pub fn greeted(&self) -> bool {
+        self.helo.is_some()
+    }
+
+    /// Whether the current transaction has an accepted recipient.
+    pub fn has_recipients(&self) -> bool {
+        !self.recipients.is_empty()
+    }
+
     /// Between an accepted MAIL and the end of its DATA (or RSET).
     pub fn in_transaction(&self) -> bool {
         self.mail_from.is_some()

@@ -18,6 +18,7 @@ use tokio_rustls::TlsAcceptor;
 use super::SmtpConfig;
 use super::per_client::PerClient;
 use super::protocol::{Action, DataReader, DataStep, Envelope, Reply, Session, parse_command};
+use super::sessions::{Progress, SessionSlot, Sessions};
 use crate::core::inbound;
 use crate::core::inbound_auth::{self, Origin, SessionMemo};
 use crate::core::memory::{self, MemoryBudget, Reservation};
@@ -26,6 +27,9 @@ use crate::store::{Backend, Db};
 
 /// How long sessions get to finish after shutdown is asked for.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// An evicted session is closed at the latest this long after its eviction
+/// (its 421 written if the client reads it in time).
+const EVICTED_CLOSE: Duration = Duration::from_secs(1);
 /// Connections over the cap that are still told 421 (beyond, they are just closed).
 const MAX_BUSY_REPLIES: usize = 64;
 /// Replies are written at the latest when this many bytes are waiting.
@@ -48,6 +52,8 @@ struct Ctx {
     deadline: Instant,
     /// Sender checks this session may reuse for its next messages.
     auth_memo: SessionMemo,
+    /// Its place among the open sessions, where it reports its progress.
+    slot: Arc<SessionSlot>,
 }
 
 impl Ctx {
@@ -77,6 +83,30 @@ fn timeout_reply(config: &SmtpConfig, deadline: Instant) -> Reply {
     Reply::new(421, format!("4.4.2 {} Error: {what}", config.hostname))
 }
 
+/// The 421 of a session evicted to make room for a newcomer.
+fn evicted_reply(config: &SmtpConfig) -> Reply {
+    Reply::new(
+        421,
+        format!(
+            "4.3.2 {} Service busy, closing transmission channel",
+            config.hostname
+        ),
+    )
+}
+
+/// How far `session` has come, for the choice of whom to evict.
+fn progress_of(session: &Session) -> Progress {
+    if session.has_recipients() {
+        Progress::Rcpt
+    } else if session.in_transaction() {
+        Progress::Mail
+    } else if session.greeted() {
+        Progress::Greeted
+    } else {
+        Progress::Connected
+    }
+}
+
 /// Serves SMTP on `listener` until `shutdown` resolves; then stops accepting,
 /// tells every open session 421 at its next command, and waits (a bounded
 /// time) for them to end. A message whose DATA is being stored finishes first.
@@ -90,7 +120,7 @@ pub async fn run(
     crate::init_tls();
     let config = Arc::new(config);
     let tls = config.tls.clone().map(TlsAcceptor::from);
-    let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let registry = Sessions::new(config.max_connections);
     let busy_slots = Arc::new(Semaphore::new(MAX_BUSY_REPLIES));
     let per_client = PerClient::new(config.max_connections_per_ip);
     let memory = config.memory.clone();
@@ -123,8 +153,10 @@ pub async fn run(
             );
             continue;
         };
-        match slots.clone().try_acquire_owned() {
-            Ok(permit) => {
+        match registry.admit() {
+            Some(slot) => {
+                let slot = Arc::new(slot);
+                let watch = slot.clone();
                 let ctx = Ctx {
                     db: db.clone(),
                     dns: dns.clone(),
@@ -134,14 +166,29 @@ pub async fn run(
                     memory: memory.clone(),
                     deadline: Instant::now() + config.session_timeout,
                     auth_memo: SessionMemo::default(),
+                    slot,
                 };
                 sessions.spawn(async move {
-                    let _permits = (permit, client_slot);
-                    serve_connection(stream, peer, ctx).await;
+                    let _client_slot = client_slot;
+                    // An evicted session answers 421 when it next waits for
+                    // a command; wherever it is stuck instead (a write to a
+                    // client that does not read, a TLS handshake), it is
+                    // dropped. It holds no accepted message: a session in
+                    // DATA cannot be evicted.
+                    let evicted = async {
+                        watch.evicted().await;
+                        tokio::time::sleep(EVICTED_CLOSE).await;
+                    };
+                    tokio::select! {
+                        () = serve_connection(stream, peer, ctx) => {}
+                        () = evicted => {
+                            tracing::debug!(peer = %peer, "smtp evicted session dropped");
+                        }
+                    }
                 });
             }
-            Err(_) => {
-                tracing::warn!(peer = %peer, "smtp connection refused: too many connections");
+            None => {
+                tracing::warn!(peer = %peer, "smtp connection refused: every session is in DATA");
                 turn_away(
                     &mut sessions,
                     &busy_slots,
@@ -365,6 +412,15 @@ async fn close_with<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// What ended a wait for the next command.
+enum Wait<R> {
+    Read(R),
+    /// The server is shutting down.
+    Stop,
+    /// A newcomer took this session's place.
+    Evicted,
+}
+
 /// One conversation over `stream` (plain, or after STARTTLS).
 async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
@@ -398,16 +454,25 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
         }
         let read_by = ctx.read_deadline();
         let read = tokio::select! {
-            r = timeout_at(read_by, read_line(&mut rd, &mut line, config.max_line_length)) => Some(r),
-            _ = ctx.stop.wait_for(|stop| *stop) => None,
+            r = timeout_at(read_by, read_line(&mut rd, &mut line, config.max_line_length)) => Wait::Read(r),
+            _ = ctx.stop.wait_for(|stop| *stop) => Wait::Stop,
+            () = ctx.slot.evicted() => Wait::Evicted,
         };
-        let Some(read) = read else {
-            let bye = Reply::new(
-                421,
-                format!("4.3.0 {} Service shutting down", config.hostname),
-            );
-            close_with(&mut rd, &mut out, bye, idle).await?;
-            return Ok(Outcome::Closed);
+        let read = match read {
+            Wait::Read(r) => r,
+            Wait::Stop => {
+                let bye = Reply::new(
+                    421,
+                    format!("4.3.0 {} Service shutting down", config.hostname),
+                );
+                close_with(&mut rd, &mut out, bye, idle).await?;
+                return Ok(Outcome::Closed);
+            }
+            Wait::Evicted => {
+                // Replies still pending (a 250 for a stored message) go first.
+                close_with(&mut rd, &mut out, evicted_reply(&config), EVICTED_CLOSE).await?;
+                return Ok(Outcome::Closed);
+            }
         };
         match read {
             Err(_) => {
@@ -452,6 +517,12 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                 return Ok(Outcome::Upgrade(rd.into_inner()));
             }
             Action::StartData(r) => {
+                // From here until the message is answered the session is
+                // not evicted; if it was just now, it closes instead.
+                if !ctx.slot.enter_data() {
+                    close_with(&mut rd, &mut out, evicted_reply(&config), EVICTED_CLOSE).await?;
+                    return Ok(Outcome::Closed);
+                }
                 out.extend_from_slice(r.to_wire().as_bytes());
                 write_out(rd.get_mut(), &mut out, idle).await?;
                 let expected = session.declared_size().unwrap_or(0);
@@ -494,6 +565,7 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
         if !session.in_transaction() {
             reserved = None;
         }
+        ctx.slot.report(progress_of(session));
         if reply.is_permanent_error() {
             *errors += 1;
         }

@@ -1139,8 +1139,12 @@ async fn hostile_clients_are_cut_off_and_others_keep_being_served() {
     assert_eq!(subjects, vec!["small", "still here 1"]);
 }
 
+/// What an evicted session is told.
+const EVICTED: &str = "421 4.3.2 mx.ours.test Service busy, closing transmission channel";
+
 #[tokio::test]
-async fn connections_over_the_cap_are_turned_away() {
+async fn at_the_cap_a_newcomer_evicts_the_longest_silent_session() {
+    // Before eviction, a newcomer at the cap was turned away with 421.
     let t = setup_with(SmtpConfig {
         max_connections: 2,
         idle_timeout: Duration::from_secs(30),
@@ -1151,24 +1155,65 @@ async fn connections_over_the_cap_are_turned_away() {
     a.expect(220).await;
     let mut b = Raw::connect(t.smtp.addr).await;
     b.expect(220).await;
+    // Both silent: the one waiting longer makes room.
     let mut c = Raw::connect(t.smtp.addr).await;
-    assert!(c.expect(421).await.contains("4.3.2"));
+    c.expect(220).await;
+    assert_eq!(a.reply().await.1, EVICTED);
+    assert!(a.closed().await);
+    // Progress counts before waiting time: the newer, silent session goes.
+    b.send("EHLO b.test\r\n").await;
+    b.expect(250).await;
+    let mut d = Raw::connect(t.smtp.addr).await;
+    d.expect(220).await;
+    assert_eq!(c.reply().await.1, EVICTED);
     assert!(c.closed().await);
-    a.send("QUIT\r\n").await;
-    a.expect(221).await;
-    drop(a);
-    // The slot is free again once the session has ended.
-    let mut ok = false;
-    for _ in 0..50 {
-        let mut d = Raw::connect(t.smtp.addr).await;
-        if d.reply().await.0 == 220 {
-            ok = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    // The newcomer delivers a message; the older session is still served.
+    d.send("EHLO d.test\r\nMAIL FROM:<ann@external.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
+        .await;
+    for code in [250, 250, 250, 354] {
+        d.expect(code).await;
     }
-    assert!(ok, "a freed slot is reused");
-    drop(b);
+    d.send("Subject: made room\r\nMessage-ID: <room@external.test>\r\n\r\nhi\r\n.\r\nQUIT\r\n")
+        .await;
+    d.expect(250).await;
+    d.expect(221).await;
+    b.send("NOOP\r\n").await;
+    b.expect(250).await;
+    let subjects: Vec<String> = inbound_in(&t.app.db, "inbox@ours.test")
+        .await
+        .into_iter()
+        .map(|m| m.subject)
+        .collect();
+    assert_eq!(subjects, vec!["made room"]);
+}
+
+#[tokio::test]
+async fn an_evicted_session_stuck_in_a_tls_handshake_is_closed() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let tls = pigeonhole::smtp::load_tls(
+        &dir.join("smtp-tls-cert.pem"),
+        &dir.join("smtp-tls-key.pem"),
+    )
+    .expect("test certificate");
+    // The handshake alone would wait for the idle timeout.
+    let t = setup_with(SmtpConfig {
+        max_connections: 1,
+        idle_timeout: Duration::from_secs(60),
+        tls: Some(tls),
+        ..test_config()
+    })
+    .await;
+    let mut a = Raw::connect(t.smtp.addr).await;
+    a.expect(220).await;
+    a.send("EHLO a.test\r\nSTARTTLS\r\n").await;
+    a.expect(250).await;
+    a.expect(220).await;
+    let mut b = Raw::connect(t.smtp.addr).await;
+    b.expect(220).await;
+    // No 421 in the middle of a handshake: the connection is just closed.
+    assert!(a.closed().await, "closed well before the idle timeout");
+    b.send("QUIT\r\n").await;
+    b.expect(221).await;
 }
 
 #[tokio::test]

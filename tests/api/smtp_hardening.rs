@@ -167,6 +167,45 @@ async fn start_data(c: &mut Raw) {
 }
 
 #[tokio::test]
+async fn sessions_in_data_are_never_evicted() {
+    let t = setup_with(SmtpConfig {
+        max_connections: 2,
+        idle_timeout: Duration::from_secs(30),
+        ..test_config()
+    })
+    .await;
+    let mut senders = Vec::new();
+    for _ in 0..2 {
+        let mut c = Raw::connect(t.smtp.addr).await;
+        c.expect(220).await;
+        c.send("EHLO x.test\r\n").await;
+        c.expect(250).await;
+        start_data(&mut c).await;
+        c.send("Subject: part way\r\n").await;
+        senders.push(c);
+    }
+    // Every place is receiving DATA: the newcomer is the one refused.
+    let mut late = Raw::connect(t.smtp.addr).await;
+    assert!(
+        late.expect(421)
+            .await
+            .contains("4.3.2 Too many connections")
+    );
+    assert!(late.closed().await);
+    for (n, c) in senders.iter_mut().enumerate() {
+        c.send(&format!(
+            "Message-ID: <data-{n}@external.test>\r\n\r\nkept\r\n.\r\nQUIT\r\n"
+        ))
+        .await;
+        c.expect(250).await;
+        c.expect(221).await;
+    }
+    assert_eq!(inbound_in(&t.app.db, "inbox@ours.test").await.len(), 2);
+    drop(senders);
+    still_serving(&t, 1).await;
+}
+
+#[tokio::test]
 async fn a_smuggled_end_of_data_is_refused_and_nothing_is_stored() {
     let t = setup_with(test_config()).await;
     let mut c = Raw::connect(t.smtp.addr).await;
