@@ -3,7 +3,7 @@
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -42,6 +42,8 @@ fn documented_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(labels::list, labels::create))
         .routes(routes!(labels::get, labels::update, labels::delete))
+        .routes(routes!(suppressions::list, suppressions::add))
+        .routes(routes!(suppressions::remove))
 }
 
 /// The generated part of the OpenAPI document (paths relative to `/api/v1`).
@@ -61,11 +63,6 @@ pub fn router(state: AppState) -> Router {
             "/emails/{id}/attachments/{attachment_id}",
             get(emails::attachment),
         )
-        .route(
-            "/suppressions",
-            get(suppressions::list).post(suppressions::add),
-        )
-        .route("/suppressions/{id}", delete(suppressions::remove))
         .route("/threads", get(threads::list))
         .route(
             "/threads/{id}",

@@ -417,55 +417,6 @@ static OPS: &[Op] = &[
         ..BASE
     },
     Op {
-        path: "/api/v1/suppressions",
-        id: "listSuppressions",
-        access: Access::Scope("emails:read"),
-        summary: "List suppressed addresses",
-        doc: "Paged, newest first by `created_at`: addresses mail will not be sent to (hard \
-              bounces, complaints and manual entries) that the key reaches.",
-        query: &[
-            q("address", Ty::Address, "Exact address."),
-            q(
-                "reason",
-                Ty::Enum(&["manual", "bounce", "complaint"]),
-                "Why the address is suppressed.",
-            ),
-        ],
-        paged: true,
-        replies: &[ok(
-            200,
-            "A page of suppressions.",
-            Content::List("Suppression"),
-        )],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/suppressions",
-        id: "addSuppression",
-        access: Access::Scope("emails:send"),
-        summary: "Suppress an address",
-        doc: "Adds an address by hand. Only a key that reaches the whole account may do this; \
-              an address already suppressed is 409.",
-        body: Content::Json("SuppressionCreate"),
-        replies: &[ok(201, "Suppressed.", Content::Json("Suppression"))],
-        errors: &[401, 403, 409, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "delete",
-        path: "/api/v1/suppressions/{id}",
-        id: "removeSuppression",
-        access: Access::Scope("emails:send"),
-        summary: "Remove a suppression",
-        doc: "Mail may be sent to the address again.",
-        path_params: &[("id", "The suppression id or the suppressed address.")],
-        replies: &[ok(200, "Removed.", Content::Json("SuppressionDeleted"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
         path: "/api/v1/threads",
         id: "listThreads",
         access: Access::Scope("mail:read"),
@@ -1490,45 +1441,6 @@ fn schemas() -> Value {
                     "status": integer("When not ok: the HTTP status this message alone would have had."),
                 },
             }),
-        ),
-        (
-            "Suppression",
-            object(
-                "An address mail will not be sent to.",
-                json!({
-                    "object": constant("suppression"),
-                    "id": string("Suppression id."),
-                    "address": string("The suppressed address."),
-                    "reason": { "type": "string", "enum": ["manual", "bounce", "complaint"] },
-                    "detail": string_or_null("Diagnostic detail of the bounce or complaint."),
-                    "domain": string_or_null("The sending domain that caused it."),
-                    "message_id": string_or_null("The message that caused it."),
-                    "created_at": time("When it was added."),
-                }),
-            ),
-        ),
-        (
-            "SuppressionCreate",
-            input(
-                "The body of `POST /suppressions`.",
-                &["address"],
-                json!({
-                    "address": string("The address to suppress."),
-                    "reason": { "type": "string", "enum": ["manual", "bounce", "complaint"], "default": "manual" },
-                }),
-            ),
-        ),
-        (
-            "SuppressionDeleted",
-            object(
-                "A removed suppression.",
-                json!({
-                    "object": constant("suppression"),
-                    "id": string("Suppression id."),
-                    "address": string("The address."),
-                    "deleted": { "const": true },
-                }),
-            ),
         ),
         (
             "DnsRecord",

@@ -7,6 +7,7 @@
 
 mod envelope;
 pub mod labels;
+pub mod suppressions;
 mod time;
 
 pub use envelope::{Deleted, List, ListObject};
