@@ -44,6 +44,9 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(labels::get, labels::update, labels::delete))
         .routes(routes!(suppressions::list, suppressions::add))
         .routes(routes!(suppressions::remove))
+        .routes(routes!(domains::list, domains::create))
+        .routes(routes!(domains::get, domains::update, domains::delete))
+        .routes(routes!(domains::verify))
 }
 
 /// The generated part of the OpenAPI document (paths relative to `/api/v1`).
@@ -87,14 +90,6 @@ pub fn router(state: AppState) -> Router {
             "/messages/{id}/attachments/{attachment_id}",
             get(messages::attachment),
         )
-        .route("/domains", get(domains::list).post(domains::create))
-        .route(
-            "/domains/{id}",
-            get(domains::get)
-                .patch(domains::update)
-                .delete(domains::delete),
-        )
-        .route("/domains/{id}/verify", post(domains::verify))
         .route("/mailboxes", get(mailboxes::list).post(mailboxes::create))
         .route(
             "/mailboxes/{id}",

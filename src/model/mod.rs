@@ -5,6 +5,7 @@
 //! below both. Each derives `utoipa::ToSchema`, so the OpenAPI document is
 //! generated from the very types that are serialised.
 
+pub mod domains;
 mod envelope;
 pub mod labels;
 pub mod suppressions;
