@@ -47,6 +47,12 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(domains::list, domains::create))
         .routes(routes!(domains::get, domains::update, domains::delete))
         .routes(routes!(domains::verify))
+        .routes(routes!(mailboxes::list, mailboxes::create))
+        .routes(routes!(
+            mailboxes::get,
+            mailboxes::update,
+            mailboxes::delete
+        ))
 }
 
 /// The generated part of the OpenAPI document (paths relative to `/api/v1`).
@@ -89,13 +95,6 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/messages/{id}/attachments/{attachment_id}",
             get(messages::attachment),
-        )
-        .route("/mailboxes", get(mailboxes::list).post(mailboxes::create))
-        .route(
-            "/mailboxes/{id}",
-            get(mailboxes::get)
-                .patch(mailboxes::update)
-                .delete(mailboxes::delete),
         )
         .route("/webhooks", get(webhooks::list).post(webhooks::create))
         .route(

@@ -8,11 +8,22 @@
 pub mod domains;
 mod envelope;
 pub mod labels;
+pub mod mailboxes;
 pub mod suppressions;
 mod time;
 
 pub use envelope::{Deleted, List, ListObject};
 pub use time::Timestamp;
+
+/// For a PATCH field where `null` means "clear": absent is `None`, `null` is
+/// `Some(None)` (use with `#[serde(default, deserialize_with = ...)]`).
+pub fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    serde::Deserialize::deserialize(d).map(Some)
+}
 
 /// A one-value string for an object's `object` field (`"label"`), so the
 /// schema says exactly which value it holds.
