@@ -53,6 +53,12 @@ fn documented_routes() -> OpenApiRouter<AppState> {
             mailboxes::update,
             mailboxes::delete
         ))
+        .routes(routes!(webhooks::list, webhooks::create))
+        .routes(routes!(webhooks::get, webhooks::update, webhooks::delete))
+        .routes(routes!(webhooks::ping))
+        .routes(routes!(webhooks::list_deliveries))
+        .routes(routes!(webhooks::get_delivery))
+        .routes(routes!(webhooks::replay))
 }
 
 /// The generated part of the OpenAPI document (paths relative to `/api/v1`).
@@ -96,17 +102,6 @@ pub fn router(state: AppState) -> Router {
             "/messages/{id}/attachments/{attachment_id}",
             get(messages::attachment),
         )
-        .route("/webhooks", get(webhooks::list).post(webhooks::create))
-        .route(
-            "/webhooks/{id}",
-            get(webhooks::get)
-                .patch(webhooks::update)
-                .delete(webhooks::delete),
-        )
-        .route("/webhooks/{id}/ping", post(webhooks::ping))
-        .route("/webhook-deliveries", get(webhooks::list_deliveries))
-        .route("/webhook-deliveries/{id}", get(webhooks::get_delivery))
-        .route("/webhook-deliveries/{id}/replay", post(webhooks::replay))
         .fallback(not_found)
         // Inside authentication: a caller without a valid key takes nothing.
         .layer(middleware::from_fn_with_state(

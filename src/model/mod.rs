@@ -11,6 +11,7 @@ pub mod labels;
 pub mod mailboxes;
 pub mod suppressions;
 mod time;
+pub mod webhooks;
 
 pub use envelope::{Deleted, List, ListObject};
 pub use time::Timestamp;
