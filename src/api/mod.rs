@@ -59,6 +59,8 @@ fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(webhooks::list_deliveries))
         .routes(routes!(webhooks::get_delivery))
         .routes(routes!(webhooks::replay))
+        .routes(routes!(ops::me))
+        .routes(routes!(tracking::provider))
 }
 
 /// The generated part of the OpenAPI document (paths relative to `/api/v1`).
@@ -69,8 +71,6 @@ pub fn generated_openapi() -> utoipa::openapi::OpenApi {
 pub fn router(state: AppState) -> Router {
     let (documented, _) = documented_routes().split_for_parts();
     let api = documented
-        .route("/me", get(ops::me))
-        .route("/provider", get(tracking::provider))
         .route("/emails", get(emails::list).post(emails::send))
         .route("/emails/batch", post(emails::batch))
         .route("/emails/{id}", get(emails::get))

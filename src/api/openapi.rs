@@ -25,8 +25,6 @@ use crate::api::pagination::{DEFAULT_LIMIT, MAX_LIMIT};
 enum Access {
     /// No API key (health, metrics, the tracking image, SNS, this document).
     Public,
-    /// Any valid API key; no scope.
-    AnyKey,
     /// A key holding this scope.
     Scope(&'static str),
 }
@@ -258,27 +256,6 @@ static OPS: &[Op] = &[
         ..BASE
     },
     // ---- /api/v1
-    Op {
-        path: "/api/v1/me",
-        id: "getMe",
-        access: Access::AnyKey,
-        summary: "The calling API key",
-        doc: "The key that made the call: its scopes, reach and rate limit. Needs no scope.",
-        replies: &[ok(200, "The calling key.", Content::Json("ApiKey"))],
-        errors: &[401, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/provider",
-        id: "getProvider",
-        access: Access::AnyKey,
-        summary: "The provider and its sending quota",
-        doc: "Which provider transmits mail, its region and its current sending quota (`quota` \
-              is null when the provider could not be asked). Needs no scope.",
-        replies: &[ok(200, "The provider.", Content::Json("Provider"))],
-        errors: &[401, 429, 500],
-        ..BASE
-    },
     Op {
         path: "/api/v1/emails",
         id: "listEmails",
@@ -894,49 +871,6 @@ fn schemas() -> Value {
         (
             "OpenApiDocument",
             json!({ "type": "object", "description": "An OpenAPI 3.1 document.", "required": ["openapi", "info", "paths"] }),
-        ),
-        (
-            "ApiKey",
-            object(
-                "An API key (never its secret).",
-                json!({
-                    "object": constant("api_key"),
-                    "id": string("`key_` prefix."),
-                    "name": string("Given at creation."),
-                    "scopes": { "type": "array", "items": r("Scope") },
-                    "reach": object("What the key may see and send as.", json!({
-                        "kind": { "type": "string", "enum": ["account", "domains", "addresses"] },
-                        "values": strings("Domain names or addresses; empty for `account`."),
-                    })),
-                    "rate_limit": { "type": ["integer", "null"], "description": "Calls per minute; null means the service default." },
-                    "created_at": time("When the key was created."),
-                    "revoked_at": time_or_null("When the key was revoked."),
-                }),
-            ),
-        ),
-        (
-            "Provider",
-            object(
-                "The provider that transmits mail.",
-                json!({
-                    "object": constant("provider"),
-                    "name": { "type": "string", "enum": ["simulator", "ses"] },
-                    "region": string("The provider region."),
-                    "quota": {
-                        "description": "The sending quota; null when the provider could not be asked.",
-                        "oneOf": [
-                            { "type": "null" },
-                            object("Rolling 24-hour quota.", json!({
-                                "max_24_hour_send": { "type": "number" },
-                                "max_send_rate": { "type": "number", "description": "Messages per second." },
-                                "sent_last_24_hours": { "type": "number" },
-                                "sandbox": boolean("A sandboxed account sends only to verified recipients."),
-                                "sending_enabled": boolean("Whether the provider account may send."),
-                            })),
-                        ],
-                    },
-                }),
-            ),
         ),
         (
             "Message",
@@ -1688,7 +1622,7 @@ fn operation(op: &Op) -> Value {
 
     let scope = match op.access {
         Access::Scope(s) => s,
-        Access::Public | Access::AnyKey => "none",
+        Access::Public => "none",
     };
     let mut out = json!({
         "operationId": op.id,

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::app::AppState;
 use crate::core::error::CoreError;
-use crate::provider::Quota;
+use crate::model::provider::ProviderQuota;
+use crate::provider::{Provider, Quota};
 
 /// How long a quota reading is trusted; sends in between are counted locally.
 /// A failed reading is remembered as long, so that a provider that cannot
@@ -33,13 +34,13 @@ impl QuotaGuard {
 
     /// The current quota, from cache or the provider. `None` when the
     /// provider cannot say (then sends are not held back).
-    pub async fn current(&self, state: &AppState) -> Option<(Quota, u64)> {
+    pub async fn current(&self, provider: &dyn Provider) -> Option<(Quota, u64)> {
         if let Some((at, q, since)) = self.lock().as_ref()
             && at.elapsed() < REFRESH
         {
             return q.clone().map(|q| (q, *since));
         }
-        let reading = match state.provider.quota().await {
+        let reading = match provider.quota().await {
             Ok(q) => Some(q),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the provider's sending quota; sends are not held back");
@@ -50,8 +51,22 @@ impl QuotaGuard {
         reading.map(|q| (q, 0))
     }
 
+    /// The quota as `GET /provider` shows it: the last reading plus the
+    /// recipients sent since it was taken.
+    pub async fn to_wire(&self, provider: &dyn Provider) -> Option<ProviderQuota> {
+        self.current(provider)
+            .await
+            .map(|(q, since)| ProviderQuota {
+                max_24_hour_send: q.max_24_hour_send,
+                max_send_rate: q.max_send_rate,
+                sent_last_24_hours: q.sent_last_24_hours + since as f64,
+                sandbox: q.sandbox,
+                sending_enabled: q.sending_enabled,
+            })
+    }
+
     pub async fn admit(&self, state: &AppState, recipients: usize) -> Result<(), CoreError> {
-        let Some((q, since)) = self.current(state).await else {
+        let Some((q, since)) = self.current(state.provider.as_ref()).await else {
             return Ok(());
         };
         if !q.sending_enabled {

@@ -100,6 +100,7 @@ pub struct Domain {
     /// DMARC found in DNS at the last check.
     pub dmarc_verified: bool,
     /// The parent domain covering this subdomain; such a domain has no records.
+    #[schema(required = true)]
     pub inherited_from: Option<String>,
     /// Inbound mail to unknown addresses creates mailboxes.
     pub auto_create_mailboxes: bool,

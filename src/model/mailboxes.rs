@@ -22,6 +22,7 @@ pub struct Mailbox {
     /// Display name.
     pub display_name: String,
     /// Signature.
+    #[schema(required = true)]
     pub signature: Option<String>,
     /// Receives mail to unknown addresses of its domain.
     pub is_catch_all: bool,

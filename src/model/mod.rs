@@ -7,8 +7,10 @@
 
 pub mod domains;
 mod envelope;
+pub mod keys;
 pub mod labels;
 pub mod mailboxes;
+pub mod provider;
 pub mod suppressions;
 mod time;
 pub mod webhooks;

@@ -49,10 +49,13 @@ pub struct Suppression {
     pub address: String,
     pub reason: SuppressionReason,
     /// Diagnostic detail of the bounce or complaint.
+    #[schema(required = true)]
     pub detail: Option<String>,
     /// The sending domain that caused it.
+    #[schema(required = true)]
     pub domain: Option<String>,
     /// The message that caused it.
+    #[schema(required = true)]
     pub message_id: Option<String>,
     /// When it was added.
     pub created_at: Timestamp,

@@ -111,14 +111,19 @@ pub struct Webhook {
     /// Disabled after 20 consecutive failures.
     pub enabled: bool,
     /// Only mail of this mailbox; null means all.
+    #[schema(required = true)]
     pub mailbox_id: Option<String>,
     /// HTTP status of the last attempt.
+    #[schema(required = true)]
     pub last_status: Option<i64>,
     /// Last successful delivery.
+    #[schema(required = true)]
     pub last_delivered_at: Option<Timestamp>,
     /// Last failed attempt.
+    #[schema(required = true)]
     pub last_error_at: Option<Timestamp>,
     /// Why the last attempt failed.
+    #[schema(required = true)]
     pub last_error: Option<String>,
     /// Failed attempts in a row; the 20th disables the endpoint.
     pub consecutive_failures: i64,
@@ -274,6 +279,7 @@ pub struct WebhookDelivery {
     /// The start of the endpoint's reply.
     pub response_body: String,
     /// Why the attempt failed.
+    #[schema(required = true)]
     pub error: Option<String>,
     /// Milliseconds.
     pub duration_ms: i64,
@@ -318,6 +324,7 @@ pub struct WebhookPing {
     /// The start of the endpoint's reply.
     pub response_body: String,
     /// Why it failed.
+    #[schema(required = true)]
     pub error: Option<String>,
 }
 
@@ -327,5 +334,6 @@ pub struct WebhookReplay {
     #[serde(flatten)]
     pub ping: WebhookPing,
     /// The id of the new attempt's record (null if it could not be recorded).
+    #[schema(required = true)]
     pub delivery_id: Option<String>,
 }

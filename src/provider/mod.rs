@@ -74,7 +74,7 @@ pub enum ProviderError {
 
 #[async_trait]
 pub trait Provider: Send + Sync + 'static {
-    /// `simulator` or `ses`.
+    /// `simulator` or `ses` (`model::provider::ProviderName`).
     fn name(&self) -> &'static str;
     /// Region reported on domains.
     fn region(&self) -> String;
