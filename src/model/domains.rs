@@ -116,7 +116,11 @@ pub struct Domain {
 /// The body of `POST /domains`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct DomainCreate {
-    /// Domain name.
+    /// Domain name: dot-separated labels of letters, digits and hyphens.
+    #[schema(
+        max_length = 253,
+        pattern = r"^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$"
+    )]
     pub name: String,
     /// Inbound mail to unknown addresses creates mailboxes.
     #[serde(default)]

@@ -38,6 +38,7 @@ pub struct Mailbox {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct MailboxCreate {
     /// On a verified domain of the account, or under one.
+    #[schema(format = Email)]
     pub address: String,
     /// Display name.
     pub display_name: Option<String>,

@@ -65,6 +65,7 @@ pub struct Suppression {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SuppressionCreate {
     /// The address to suppress.
+    #[schema(format = Email)]
     pub address: String,
     /// Default `manual`.
     #[schema(default = "manual")]
@@ -86,8 +87,7 @@ pub struct SuppressionDeleted {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct SuppressionFilter {
-    /// Exact address.
-    #[param(format = "email")]
+    /// Exact address (an empty value is no filter).
     pub address: Option<String>,
     /// Why the address is suppressed.
     pub reason: Option<SuppressionReason>,

@@ -142,7 +142,7 @@ pub struct WebhookCreate {
     #[schema(format = "uri", required = true, value_type = String)]
     pub url: Option<String>,
     /// Event names, or `["*"]`. Default `["*"]`.
-    #[schema(value_type = Option<Vec<EventSubscriptionInput>>)]
+    #[schema(value_type = Option<Vec<EventSubscriptionInput>>, min_items = 1)]
     pub events: Option<Vec<String>>,
     /// Only fire for mail of this mailbox; null or absent means all.
     #[serde(default, deserialize_with = "super::nullable")]
@@ -160,7 +160,7 @@ pub struct WebhookUpdate {
     #[schema(format = "uri")]
     pub url: Option<String>,
     /// Event names, or `["*"]`.
-    #[schema(value_type = Option<Vec<EventSubscriptionInput>>)]
+    #[schema(value_type = Option<Vec<EventSubscriptionInput>>, min_items = 1)]
     pub events: Option<Vec<String>>,
     /// Null clears it (whole-account keys only).
     #[serde(default, deserialize_with = "super::nullable")]
