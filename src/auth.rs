@@ -1,7 +1,5 @@
 //! API keys: scopes, reach, hashing, and the lookup that authenticates a call.
 
-use std::fmt;
-
 use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -10,62 +8,14 @@ use subtle::ConstantTimeEq;
 use crate::clock;
 use crate::core::error::CoreError;
 use crate::ids;
+use crate::model::Timestamp;
+use crate::model::keys as model;
 use crate::sql;
 use crate::store::{Db, RowExt, Sql};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scope {
-    EmailsSend,
-    EmailsRead,
-    DomainsRead,
-    DomainsWrite,
-    MailboxesRead,
-    MailboxesWrite,
-    WebhooksRead,
-    WebhooksWrite,
-    MailRead,
-    MailWrite,
-}
-
-impl Scope {
-    pub const ALL: [Scope; 10] = [
-        Scope::EmailsSend,
-        Scope::EmailsRead,
-        Scope::DomainsRead,
-        Scope::DomainsWrite,
-        Scope::MailboxesRead,
-        Scope::MailboxesWrite,
-        Scope::WebhooksRead,
-        Scope::WebhooksWrite,
-        Scope::MailRead,
-        Scope::MailWrite,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::EmailsSend => "emails:send",
-            Scope::EmailsRead => "emails:read",
-            Scope::DomainsRead => "domains:read",
-            Scope::DomainsWrite => "domains:write",
-            Scope::MailboxesRead => "mailboxes:read",
-            Scope::MailboxesWrite => "mailboxes:write",
-            Scope::WebhooksRead => "webhooks:read",
-            Scope::WebhooksWrite => "webhooks:write",
-            Scope::MailRead => "mail:read",
-            Scope::MailWrite => "mail:write",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Scope> {
-        Scope::ALL.into_iter().find(|sc| sc.as_str() == s)
-    }
-}
-
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The scope enum is the wire's (`emails:send`...): one list for keys,
+/// checks and the document.
+pub use crate::model::keys::Scope;
 
 /// What part of the account a key may see and act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,17 +181,24 @@ impl ApiKey {
         }
     }
 
-    pub fn to_json(&self) -> serde_json::Value {
-        json!({
-            "object": "api_key",
-            "id": self.id,
-            "name": self.name,
-            "scopes": self.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-            "reach": { "kind": self.reach.kind(), "values": self.reach.values() },
-            "rate_limit": self.rate_limit,
-            "created_at": clock::iso(self.created_at),
-            "revoked_at": clock::iso_opt(self.revoked_at),
-        })
+    pub fn to_wire(&self) -> model::ApiKey {
+        model::ApiKey {
+            object: model::ApiKeyObject,
+            id: self.id.clone(),
+            name: self.name.clone(),
+            scopes: self.scopes.clone(),
+            reach: model::KeyReach {
+                kind: match self.reach {
+                    Reach::Account => model::ReachKind::Account,
+                    Reach::Domains(_) => model::ReachKind::Domains,
+                    Reach::Addresses(_) => model::ReachKind::Addresses,
+                },
+                values: self.reach.values().to_vec(),
+            },
+            rate_limit: self.rate_limit,
+            created_at: Timestamp(self.created_at),
+            revoked_at: Timestamp::opt(self.revoked_at),
+        }
     }
 }
 

@@ -229,9 +229,14 @@ async fn keys(config: Config, command: KeysCommand) -> ExitCode {
         }
         KeysCommand::List => match auth::list_keys(&db).await {
             Ok(list) => {
-                let out: Vec<_> = list.iter().map(|k| k.to_json()).collect();
-                println!("{}", serde_json::Value::Array(out));
-                ExitCode::SUCCESS
+                let out: Vec<_> = list.iter().map(|k| k.to_wire()).collect();
+                match serde_json::to_string(&out) {
+                    Ok(text) => {
+                        println!("{text}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(format!("cannot write the keys: {e}")),
+                }
             }
             Err(e) => fail(format!("cannot list keys: {e}")),
         },

@@ -10,7 +10,8 @@
 //!   scope 403; one with a path parameter 404; one with a body or query
 //!   parameters 422; one with a body 413; statuses of 400 and over listed in
 //!   the annotation (409, 502, 503…) are added, all as the shared error
-//!   replies of `components/responses`;
+//!   replies of `components/responses` (unless the annotation gives that
+//!   status a body of its own);
 //! - every reply carries the `X-RateLimit-*` headers, and the success replies
 //!   of an operation taking `Idempotency-Key` carry `Idempotency-Replayed`.
 
@@ -126,12 +127,14 @@ fn conventional(path: &str, mut op: Value, needed: &mut Vec<(u16, bool)>) -> Val
         }
     }
     for (status, reply) in responses.iter_mut() {
-        if status.parse::<u16>().is_ok_and(|s| s < 400) {
+        let success = status.parse::<u16>().is_ok_and(|s| s < 400);
+        // Success replies, and error replies with a body of their own.
+        if success || reply["content"].is_object() {
             let mut headers = reply["headers"].as_object().cloned().unwrap_or_default();
             for name in RATE_HEADERS {
                 headers.insert(name.into(), header_ref(name));
             }
-            if idempotent {
+            if idempotent && success {
                 headers.insert(
                     "Idempotency-Replayed".into(),
                     header_ref("Idempotency-Replayed"),
@@ -142,6 +145,14 @@ fn conventional(path: &str, mut op: Value, needed: &mut Vec<(u16, bool)>) -> Val
     }
     errors.sort_unstable();
     for status in errors {
+        // An error status the annotation gives a body of its own (a ping's
+        // 502 carries the full result) keeps it.
+        if responses
+            .get(&status.to_string())
+            .is_some_and(|r| r["content"].is_object())
+        {
+            continue;
+        }
         let idem = status == 409 && idempotent;
         needed.push((status, idem));
         responses.insert(

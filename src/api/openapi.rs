@@ -25,30 +25,8 @@ use crate::api::pagination::{DEFAULT_LIMIT, MAX_LIMIT};
 enum Access {
     /// No API key (health, metrics, the tracking image, SNS, this document).
     Public,
-    /// Any valid API key; no scope.
-    AnyKey,
     /// A key holding this scope.
     Scope(&'static str),
-}
-
-/// Type of a query parameter.
-#[derive(Clone, Copy)]
-enum Ty {
-    Str,
-    Bool,
-    Address,
-    Enum(&'static [&'static str]),
-}
-
-#[derive(Clone, Copy)]
-struct Query {
-    name: &'static str,
-    ty: Ty,
-    doc: &'static str,
-}
-
-const fn q(name: &'static str, ty: Ty, doc: &'static str) -> Query {
-    Query { name, ty, doc }
 }
 
 /// A request or reply body.
@@ -57,8 +35,6 @@ enum Content {
     None,
     /// `application/json` with a component schema.
     Json(&'static str),
-    /// `application/json`: the List envelope with items of a component schema.
-    List(&'static str),
     /// A JSON component schema accepted under several media types.
     JsonAs(&'static [&'static str], &'static str),
     /// Raw bytes of a media type: (media type, schema).
@@ -97,7 +73,6 @@ struct Op {
     doc: &'static str,
     /// Descriptions of the path parameters, by name.
     path_params: &'static [(&'static str, &'static str)],
-    query: &'static [Query],
     /// Takes `limit` and `cursor` and answers the List envelope with `next_cursor`.
     paged: bool,
     /// Honours the `Idempotency-Key` header.
@@ -118,7 +93,6 @@ const BASE: Op = Op {
     summary: "",
     doc: "",
     path_params: &[],
-    query: &[],
     paged: false,
     idempotent: false,
     body: Content::None,
@@ -141,13 +115,9 @@ const SCOPES: &[&str] = &[
 ];
 
 // Error sets (spec §7). 401 and 429 apply to every keyed call, 500 to all.
-const READ: &[u16] = &[401, 403, 429, 500];
-const READ_ONE: &[u16] = &[401, 403, 404, 429, 500];
-const READ_LIST: &[u16] = &[401, 403, 422, 429, 500];
 
 /// Every route of `api::router`, in router order.
 static OPS: &[Op] = &[
-    // ---- outside /api/v1: operations, tracking, SNS
     Op {
         path: "/healthz",
         id: "healthz",
@@ -233,28 +203,6 @@ static OPS: &[Op] = &[
         )],
         ..BASE
     },
-    // ---- /api/v1
-    Op {
-        path: "/api/v1/me",
-        id: "getMe",
-        access: Access::AnyKey,
-        summary: "The calling API key",
-        doc: "The key that made the call: its scopes, reach and rate limit. Needs no scope.",
-        replies: &[ok(200, "The calling key.", Content::Json("ApiKey"))],
-        errors: &[401, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/provider",
-        id: "getProvider",
-        access: Access::AnyKey,
-        summary: "The provider and its sending quota",
-        doc: "Which provider transmits mail, its region and its current sending quota (`quota` \
-              is null when the provider could not be asked). Needs no scope.",
-        replies: &[ok(200, "The provider.", Content::Json("Provider"))],
-        errors: &[401, 429, 500],
-        ..BASE
-    },
     Op {
         method: "post",
         path: "/api/v1/emails",
@@ -313,55 +261,6 @@ static OPS: &[Op] = &[
         ..BASE
     },
     Op {
-        path: "/api/v1/suppressions",
-        id: "listSuppressions",
-        access: Access::Scope("emails:read"),
-        summary: "List suppressed addresses",
-        doc: "Paged, newest first by `created_at`: addresses mail will not be sent to (hard \
-              bounces, complaints and manual entries) that the key reaches.",
-        query: &[
-            q("address", Ty::Address, "Exact address."),
-            q(
-                "reason",
-                Ty::Enum(&["manual", "bounce", "complaint"]),
-                "Why the address is suppressed.",
-            ),
-        ],
-        paged: true,
-        replies: &[ok(
-            200,
-            "A page of suppressions.",
-            Content::List("Suppression"),
-        )],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/suppressions",
-        id: "addSuppression",
-        access: Access::Scope("emails:send"),
-        summary: "Suppress an address",
-        doc: "Adds an address by hand. Only a key that reaches the whole account may do this; \
-              an address already suppressed is 409.",
-        body: Content::Json("SuppressionCreate"),
-        replies: &[ok(201, "Suppressed.", Content::Json("Suppression"))],
-        errors: &[401, 403, 409, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "delete",
-        path: "/api/v1/suppressions/{id}",
-        id: "removeSuppression",
-        access: Access::Scope("emails:send"),
-        summary: "Remove a suppression",
-        doc: "Mail may be sent to the address again.",
-        path_params: &[("id", "The suppression id or the suppressed address.")],
-        replies: &[ok(200, "Removed.", Content::Json("SuppressionDeleted"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
         method: "post",
         path: "/api/v1/threads/{id}/reply",
         id: "replyToThread",
@@ -397,326 +296,6 @@ static OPS: &[Op] = &[
         errors: &[401, 403, 404, 422, 429, 500, 503],
         ..BASE
     },
-    Op {
-        path: "/api/v1/domains",
-        id: "listDomains",
-        access: Access::Scope("domains:read"),
-        summary: "List sending domains",
-        doc: "Unpaged: every domain the key reaches (`has_more` is always false).",
-        replies: &[ok(200, "Every domain.", Content::List("Domain"))],
-        errors: READ,
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/domains",
-        id: "createDomain",
-        access: Access::Scope("domains:write"),
-        summary: "Add a sending domain",
-        doc: "Creates the identity at the provider and answers the domain with the DNS records \
-              to publish. Only a key that reaches the whole account may do this.",
-        body: Content::Json("DomainCreate"),
-        replies: &[ok(201, "Created.", Content::Json("Domain"))],
-        errors: &[401, 403, 409, 413, 422, 429, 500, 502],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/domains/{id}",
-        id: "getDomain",
-        access: Access::Scope("domains:read"),
-        summary: "Read a domain",
-        path_params: &[("id", "The domain id (`dom_…`) or the domain name.")],
-        replies: &[ok(200, "The domain.", Content::Json("Domain"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        method: "patch",
-        path: "/api/v1/domains/{id}",
-        id: "updateDomain",
-        access: Access::Scope("domains:write"),
-        summary: "Change a domain's settings",
-        doc: "Only fields sent change. Needs a key that reaches the whole domain (the account, or a domain reach covering it); \
-              a key naming addresses gets 403.",
-        path_params: &[("id", "The domain id (`dom_…`) or the domain name.")],
-        body: Content::Json("DomainUpdate"),
-        replies: &[ok(200, "The domain as it now is.", Content::Json("Domain"))],
-        errors: &[401, 403, 404, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "delete",
-        path: "/api/v1/domains/{id}",
-        id: "deleteDomain",
-        access: Access::Scope("domains:write"),
-        summary: "Remove a domain",
-        doc: "Removes the domain from the service. With `delete_in_provider=true` the identity \
-              is also deleted at the provider (irreversible; other users of the same provider \
-              account may rely on it). Needs a key that reaches the whole domain (the account, or a domain reach covering it); \
-              a key naming addresses gets 403.",
-        path_params: &[("id", "The domain id (`dom_…`) or the domain name.")],
-        query: &[q(
-            "delete_in_provider",
-            Ty::Bool,
-            "Also delete the identity at the provider. Default false.",
-        )],
-        replies: &[ok(200, "Removed.", Content::Json("DomainDeleted"))],
-        errors: &[401, 403, 404, 422, 429, 500, 502],
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/domains/{id}/verify",
-        id: "verifyDomain",
-        access: Access::Scope("domains:write"),
-        summary: "Re-check a domain",
-        doc: "Asks the provider for the identity's status, probes SPF and DMARC in DNS, and \
-              answers the domain as it now is. No body. Needs a key that reaches the whole domain (the account, or a domain reach covering it); \
-              a key naming addresses gets 403.",
-        path_params: &[("id", "The domain id (`dom_…`) or the domain name.")],
-        replies: &[ok(200, "The domain as it now is.", Content::Json("Domain"))],
-        errors: &[401, 403, 404, 429, 500, 502],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/mailboxes",
-        id: "listMailboxes",
-        access: Access::Scope("mailboxes:read"),
-        summary: "List mailboxes",
-        doc: "Unpaged: every mailbox the key reaches (`has_more` is always false).",
-        query: &[q("domain", Ty::Str, "Only mailboxes on this domain name.")],
-        replies: &[ok(200, "Every mailbox.", Content::List("Mailbox"))],
-        errors: READ,
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/mailboxes",
-        id: "createMailbox",
-        access: Access::Scope("mailboxes:write"),
-        summary: "Create a mailbox",
-        doc: "The address must be on a verified domain of the account or under one. A key \
-              naming specific addresses may create only those (403 otherwise). Setting \
-              `is_default` clears it on every other mailbox, and `is_catch_all` on the other \
-              mailboxes of the domain: 403 unless the key reaches each mailbox it would clear. \
-              `is_catch_all: true` needs a key that reaches the whole domain.",
-        body: Content::Json("MailboxCreate"),
-        replies: &[ok(201, "Created.", Content::Json("Mailbox"))],
-        errors: &[401, 403, 409, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/mailboxes/{id}",
-        id: "getMailbox",
-        access: Access::Scope("mailboxes:read"),
-        summary: "Read a mailbox",
-        path_params: &[("id", "The mailbox id (`mbx_…`) or its address.")],
-        replies: &[ok(200, "The mailbox.", Content::Json("Mailbox"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        method: "patch",
-        path: "/api/v1/mailboxes/{id}",
-        id: "updateMailbox",
-        access: Access::Scope("mailboxes:write"),
-        summary: "Change a mailbox",
-        doc: "Only fields sent change; `signature: null` clears it. `address` cannot be changed \
-              (422). Setting `is_default` or `is_catch_all` is 403 unless the key reaches every \
-              mailbox whose flag it would clear; `is_catch_all: true` needs a key that reaches \
-              the whole domain.",
-        path_params: &[("id", "The mailbox id (`mbx_…`) or its address.")],
-        body: Content::Json("MailboxUpdate"),
-        replies: &[ok(
-            200,
-            "The mailbox as it now is.",
-            Content::Json("Mailbox"),
-        )],
-        errors: &[401, 403, 404, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "delete",
-        path: "/api/v1/mailboxes/{id}",
-        id: "deleteMailbox",
-        access: Access::Scope("mailboxes:write"),
-        summary: "Delete a mailbox and its mail",
-        doc: "Without `confirm=true` the call answers 409 and changes nothing.",
-        path_params: &[("id", "The mailbox id (`mbx_…`) or its address.")],
-        query: &[q(
-            "confirm",
-            Ty::Bool,
-            "Must be true: the mailbox and all its mail are deleted.",
-        )],
-        replies: &[ok(200, "Deleted.", Content::Json("MailboxDeleted"))],
-        errors: &[401, 403, 404, 409, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/webhooks",
-        id: "listWebhooks",
-        access: Access::Scope("webhooks:read"),
-        summary: "List webhook endpoints",
-        doc: "Unpaged: every endpoint the key may see, without secrets (`has_more` is always \
-              false).",
-        replies: &[ok(200, "Every endpoint.", Content::List("Webhook"))],
-        errors: READ,
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/webhooks",
-        id: "createWebhook",
-        access: Access::Scope("webhooks:write"),
-        summary: "Create a webhook endpoint",
-        doc: "Answers the endpoint with its signing `secret`, shown only here and on rotation. \
-              The URL must be https and must not resolve to a private, loopback, link-local or \
-              metadata address (loopback http is allowed outside production). A key reaching \
-              only part of the account must give a `mailbox_id`.",
-        body: Content::Json("WebhookCreate"),
-        replies: &[ok(
-            201,
-            "Created; includes `secret`.",
-            Content::Json("Webhook"),
-        )],
-        errors: &[401, 403, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/webhooks/{id}",
-        id: "getWebhook",
-        access: Access::Scope("webhooks:read"),
-        summary: "Read a webhook endpoint",
-        doc: "Never shows the secret.",
-        path_params: &[("id", "The webhook id (`whk_…`).")],
-        replies: &[ok(200, "The endpoint.", Content::Json("Webhook"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        method: "patch",
-        path: "/api/v1/webhooks/{id}",
-        id: "updateWebhook",
-        access: Access::Scope("webhooks:write"),
-        summary: "Change a webhook endpoint",
-        doc: "Only fields sent change. `enabled: true` clears the failure count; \
-              `rotate_secret: true` replaces the secret and answers the new one once.",
-        path_params: &[("id", "The webhook id (`whk_…`).")],
-        body: Content::Json("WebhookUpdate"),
-        replies: &[ok(
-            200,
-            "The endpoint as it now is (with `secret` after a rotation).",
-            Content::Json("Webhook"),
-        )],
-        errors: &[401, 403, 404, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "delete",
-        path: "/api/v1/webhooks/{id}",
-        id: "deleteWebhook",
-        access: Access::Scope("webhooks:write"),
-        summary: "Delete or disable a webhook endpoint",
-        doc: "Deletes the endpoint and all its deliveries; with `disable_only=true` only \
-              disables it, keeping endpoint and history (the reply is then the endpoint with \
-              `deleted: false`).",
-        path_params: &[("id", "The webhook id (`whk_…`).")],
-        query: &[q(
-            "disable_only",
-            Ty::Bool,
-            "Only disable; keep the endpoint and its deliveries. Default false.",
-        )],
-        replies: &[ok(
-            200,
-            "Deleted, or disabled.",
-            Content::Json("WebhookDeleted"),
-        )],
-        errors: &[401, 403, 404, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/webhooks/{id}/ping",
-        id: "pingWebhook",
-        access: Access::Scope("webhooks:write"),
-        summary: "Send a test event",
-        doc: "Sends a `webhook.test` event synchronously, without retries, and records the \
-              attempt. No request body.",
-        path_params: &[("id", "The webhook id (`whk_…`).")],
-        replies: &[
-            ok(
-                200,
-                "The endpoint answered 2xx.",
-                Content::Json("WebhookPing"),
-            ),
-            ok(
-                502,
-                "The endpoint failed; the body is still the full result.",
-                Content::Json("WebhookPing"),
-            ),
-        ],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/webhook-deliveries",
-        id: "listWebhookDeliveries",
-        access: Access::Scope("webhooks:read"),
-        summary: "List delivery attempts",
-        doc: "Paged, newest first by `created_at`: every attempt at every endpoint the key may \
-              see.",
-        query: &[
-            q("webhook_id", Ty::Str, "Only attempts at this endpoint."),
-            q("event", Ty::Str, "Only this event name."),
-            q(
-                "succeeded",
-                Ty::Bool,
-                "Only successful (true) or failed (false) attempts.",
-            ),
-        ],
-        paged: true,
-        replies: &[ok(
-            200,
-            "A page of attempts.",
-            Content::List("WebhookDelivery"),
-        )],
-        errors: READ_LIST,
-        ..BASE
-    },
-    Op {
-        path: "/api/v1/webhook-deliveries/{id}",
-        id: "getWebhookDelivery",
-        access: Access::Scope("webhooks:read"),
-        summary: "Read a delivery attempt",
-        path_params: &[("id", "The delivery id (`whd_…`).")],
-        replies: &[ok(200, "The attempt.", Content::Json("WebhookDelivery"))],
-        errors: READ_ONE,
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/webhook-deliveries/{id}/replay",
-        id: "replayWebhookDelivery",
-        access: Access::Scope("webhooks:write"),
-        summary: "Replay a delivery",
-        doc: "Sends the stored payload again, synchronously and without retries, under the \
-              original envelope id; recorded as the next attempt. No request body.",
-        path_params: &[("id", "The delivery id (`whd_…`).")],
-        replies: &[
-            ok(
-                200,
-                "The endpoint answered 2xx.",
-                Content::Json("WebhookReplay"),
-            ),
-            ok(
-                502,
-                "The endpoint failed; the body is still the full result.",
-                Content::Json("WebhookReplay"),
-            ),
-        ],
-        errors: READ_ONE,
-        ..BASE
-    },
 ];
 
 // ---------------------------------------------------------------- schemas
@@ -743,10 +322,6 @@ fn integer(doc: &str) -> Value {
 
 fn time(doc: &str) -> Value {
     json!({ "type": "string", "format": "date-time", "description": doc })
-}
-
-fn time_or_null(doc: &str) -> Value {
-    json!({ "type": ["string", "null"], "format": "date-time", "description": doc })
 }
 
 fn strings(doc: &str) -> Value {
@@ -855,49 +430,6 @@ fn schemas() -> Value {
             json!({ "type": "object", "description": "An OpenAPI 3.1 document.", "required": ["openapi", "info", "paths"] }),
         ),
         (
-            "ApiKey",
-            object(
-                "An API key (never its secret).",
-                json!({
-                    "object": constant("api_key"),
-                    "id": string("`key_` prefix."),
-                    "name": string("Given at creation."),
-                    "scopes": { "type": "array", "items": r("Scope") },
-                    "reach": object("What the key may see and send as.", json!({
-                        "kind": { "type": "string", "enum": ["account", "domains", "addresses"] },
-                        "values": strings("Domain names or addresses; empty for `account`."),
-                    })),
-                    "rate_limit": { "type": ["integer", "null"], "description": "Calls per minute; null means the service default." },
-                    "created_at": time("When the key was created."),
-                    "revoked_at": time_or_null("When the key was revoked."),
-                }),
-            ),
-        ),
-        (
-            "Provider",
-            object(
-                "The provider that transmits mail.",
-                json!({
-                    "object": constant("provider"),
-                    "name": { "type": "string", "enum": ["simulator", "ses"] },
-                    "region": string("The provider region."),
-                    "quota": {
-                        "description": "The sending quota; null when the provider could not be asked.",
-                        "oneOf": [
-                            { "type": "null" },
-                            object("Rolling 24-hour quota.", json!({
-                                "max_24_hour_send": { "type": "number" },
-                                "max_send_rate": { "type": "number", "description": "Messages per second." },
-                                "sent_last_24_hours": { "type": "number" },
-                                "sandbox": boolean("A sandboxed account sends only to verified recipients."),
-                                "sending_enabled": boolean("Whether the provider account may send."),
-                            })),
-                        ],
-                    },
-                }),
-            ),
-        ),
-        (
             "AttachmentInput",
             input(
                 "A file to send.",
@@ -990,177 +522,6 @@ fn schemas() -> Value {
             }),
         ),
         (
-            "Suppression",
-            object(
-                "An address mail will not be sent to.",
-                json!({
-                    "object": constant("suppression"),
-                    "id": string("Suppression id."),
-                    "address": string("The suppressed address."),
-                    "reason": { "type": "string", "enum": ["manual", "bounce", "complaint"] },
-                    "detail": string_or_null("Diagnostic detail of the bounce or complaint."),
-                    "domain": string_or_null("The sending domain that caused it."),
-                    "message_id": string_or_null("The message that caused it."),
-                    "created_at": time("When it was added."),
-                }),
-            ),
-        ),
-        (
-            "SuppressionCreate",
-            input(
-                "The body of `POST /suppressions`.",
-                &["address"],
-                json!({
-                    "address": string("The address to suppress."),
-                    "reason": { "type": "string", "enum": ["manual", "bounce", "complaint"], "default": "manual" },
-                }),
-            ),
-        ),
-        (
-            "SuppressionDeleted",
-            object(
-                "A removed suppression.",
-                json!({
-                    "object": constant("suppression"),
-                    "id": string("Suppression id."),
-                    "address": string("The address."),
-                    "deleted": { "const": true },
-                }),
-            ),
-        ),
-        (
-            "DnsRecord",
-            object(
-                "A DNS record to publish.",
-                json!({
-                    "kind": { "type": "string", "examples": ["CNAME", "MX", "TXT"] },
-                    "name": string("Record name."),
-                    "value": string("Record value."),
-                    "purpose": { "type": "string", "examples": ["dkim", "mail_from", "spf", "dmarc"] },
-                    "required": boolean("Whether sending needs it."),
-                }),
-            ),
-        ),
-        (
-            "Domain",
-            object(
-                "A sending domain (an identity at the provider).",
-                json!({
-                    "object": constant("domain"),
-                    "id": string("`dom_` prefix."),
-                    "name": string("Domain name."),
-                    "region": string("Provider region."),
-                    "status": { "type": "string", "enum": ["pending", "verified", "failed", "temporary_failure", "not_started"] },
-                    "sending_enabled": boolean("Ready to send when true."),
-                    "dkim_status": string("DKIM verification status."),
-                    "dkim_origin": string("Where the DKIM keys originate."),
-                    "mail_from_domain": string("Custom MAIL FROM domain."),
-                    "mail_from_status": string("MAIL FROM status."),
-                    "spf_verified": boolean("SPF found in DNS at the last check."),
-                    "dmarc_verified": boolean("DMARC found in DNS at the last check."),
-                    "inherited_from": string_or_null("The parent domain covering this subdomain; such a domain has no records."),
-                    "auto_create_mailboxes": boolean("Inbound mail to unknown addresses creates mailboxes."),
-                    "imported": boolean("Found at the provider rather than created here."),
-                    "last_checked_at": time("Last status check."),
-                    "created_at": time("When it was added."),
-                    "records": { "type": "array", "items": r("DnsRecord") },
-                }),
-            ),
-        ),
-        (
-            "DomainCreate",
-            input(
-                "The body of `POST /domains`.",
-                &["name"],
-                json!({
-                    "name": string("Domain name."),
-                    "auto_create_mailboxes": { "type": "boolean", "default": false },
-                }),
-            ),
-        ),
-        (
-            "DomainUpdate",
-            input(
-                "The body of `PATCH /domains/{id}`.",
-                &[],
-                json!({
-                    "auto_create_mailboxes": boolean("Inbound mail to unknown addresses creates mailboxes."),
-                }),
-            ),
-        ),
-        (
-            "DomainDeleted",
-            object(
-                "A removed domain.",
-                json!({
-                    "object": constant("domain"),
-                    "id": string("`dom_` prefix."),
-                    "name": string("Domain name."),
-                    "deleted": { "const": true },
-                    "deleted_in_provider": boolean("Whether the identity was deleted at the provider too."),
-                }),
-            ),
-        ),
-        (
-            "Mailbox",
-            object(
-                "An address that holds mail.",
-                json!({
-                    "object": constant("mailbox"),
-                    "id": string("`mbx_` prefix."),
-                    "address": string("Immutable after creation."),
-                    "domain": string("Domain name."),
-                    "domain_id": string("`dom_` prefix."),
-                    "display_name": string("Display name."),
-                    "signature": string_or_null("Signature."),
-                    "is_catch_all": boolean("Receives mail to unknown addresses of its domain."),
-                    "is_default": boolean("Only one mailbox is default at a time."),
-                    "color": { "type": "string", "pattern": "^#[0-9a-fA-F]{6}$" },
-                    "created_at": time("When it was created."),
-                }),
-            ),
-        ),
-        (
-            "MailboxCreate",
-            input(
-                "The body of `POST /mailboxes`.",
-                &["address"],
-                json!({
-                    "address": string("On a verified domain of the account, or under one."),
-                    "display_name": string("Display name."),
-                    "signature": string("Signature."),
-                    "is_catch_all": boolean("Receives mail to unknown addresses of its domain."),
-                    "is_default": boolean("Setting it clears it on every other mailbox."),
-                    "color": { "type": "string", "pattern": "^#[0-9a-fA-F]{6}$" },
-                }),
-            ),
-        ),
-        (
-            "MailboxUpdate",
-            input(
-                "The body of `PATCH /mailboxes/{id}`; `address` cannot be changed.",
-                &[],
-                json!({
-                    "display_name": string("Display name."),
-                    "signature": string_or_null("Null clears it."),
-                    "is_catch_all": boolean("Receives mail to unknown addresses of its domain."),
-                    "is_default": boolean("Setting it clears it on every other mailbox."),
-                    "color": { "type": "string", "pattern": "^#[0-9a-fA-F]{6}$" },
-                }),
-            ),
-        ),
-        (
-            "MailboxDeleted",
-            object(
-                "A deleted mailbox.",
-                json!({
-                    "object": constant("mailbox"),
-                    "id": string("`mbx_` prefix."),
-                    "deleted": { "const": true },
-                }),
-            ),
-        ),
-        (
             "LabelRef",
             object(
                 "A label as embedded in a thread.",
@@ -1235,126 +596,6 @@ fn schemas() -> Value {
                     "headers": { "type": "object", "maxProperties": 50, "additionalProperties": { "type": "string" }, "description": "Extra headers, name to value; at most 50. Headers the service writes (From, Subject, Message-ID…) and every `X-SES-*` header (instructions to SES, such as `X-SES-CONFIGURATION-SET`) are refused with 422 naming `headers.<name>`." },
                     "attachments": { "type": "array", "maxItems": 20, "items": r("AttachmentInput") },
                 },
-            }),
-        ),
-        (
-            "Webhook",
-            json!({
-                "type": "object",
-                "description": "A webhook endpoint. `secret` is present only on creation and on rotation.",
-                "required": ["object", "id", "url", "description", "events", "enabled", "mailbox_id",
-                             "last_status", "last_delivered_at", "last_error_at", "last_error",
-                             "consecutive_failures", "created_at"],
-                "properties": {
-                    "object": constant("webhook"),
-                    "id": string("`whk_` prefix."),
-                    "url": { "type": "string", "format": "uri" },
-                    "description": string("Free text."),
-                    "events": strings("Event names, or `[\"*\"]` for all (including events added later)."),
-                    "enabled": boolean("Disabled after 20 consecutive failures."),
-                    "mailbox_id": string_or_null("Only mail of this mailbox; null means all."),
-                    "last_status": { "type": ["integer", "null"], "description": "HTTP status of the last attempt." },
-                    "last_delivered_at": time_or_null("Last successful delivery."),
-                    "last_error_at": time_or_null("Last failed attempt."),
-                    "last_error": string_or_null("Why the last attempt failed."),
-                    "consecutive_failures": integer("Failed attempts in a row; the 20th disables the endpoint."),
-                    "created_at": time("When it was created."),
-                    "secret": string("`whsec_` + base64 key; only on creation and on rotation."),
-                },
-            }),
-        ),
-        (
-            "WebhookCreate",
-            input(
-                "The body of `POST /webhooks`.",
-                &["url"],
-                json!({
-                    "url": { "type": "string", "format": "uri", "description": "https (loopback http allowed outside production)." },
-                    "events": { "type": "array", "items": { "type": "string" }, "default": ["*"], "description": "Event names, or `[\"*\"]`." },
-                    "mailbox_id": string_or_null("Only fire for mail of this mailbox; null or absent means all."),
-                    "description": string("Free text."),
-                    "enabled": { "type": "boolean", "default": true },
-                }),
-            ),
-        ),
-        (
-            "WebhookUpdate",
-            input(
-                "The body of `PATCH /webhooks/{id}`; only fields sent change.",
-                &[],
-                json!({
-                    "url": { "type": "string", "format": "uri" },
-                    "events": { "type": "array", "items": { "type": "string" } },
-                    "mailbox_id": string_or_null("Null clears it (whole-account keys only)."),
-                    "description": string_or_null("Null clears it."),
-                    "enabled": boolean("true also clears the failure count."),
-                    "rotate_secret": boolean("Replace the secret and answer the new one once."),
-                }),
-            ),
-        ),
-        (
-            "WebhookDeleted",
-            json!({
-                "description": "`{object, id, deleted: true}` after a delete; the endpoint with `deleted: false` after `disable_only=true`.",
-                "oneOf": [
-                    object("A deleted endpoint.", json!({
-                        "object": constant("webhook"),
-                        "id": string("`whk_` prefix."),
-                        "deleted": { "const": true },
-                    })),
-                    {
-                        "allOf": [
-                            r("Webhook"),
-                            object("", json!({ "deleted": { "const": false } })),
-                        ],
-                    },
-                ],
-            }),
-        ),
-        (
-            "WebhookDelivery",
-            object(
-                "One delivery attempt.",
-                json!({
-                    "object": constant("webhook_delivery"),
-                    "id": string("`whd_` prefix."),
-                    "envelope_id": string("The envelope `id` and `webhook-id` header the receiver saw; the same across retries and replays."),
-                    "webhook_id": string("`whk_` prefix."),
-                    "event": string("Event name."),
-                    "payload": { "description": "The body that was posted.", "type": ["object", "string"] },
-                    "attempt": integer("Attempt number of this envelope."),
-                    "status_code": integer("The endpoint's HTTP status; 0 when no reply came."),
-                    "response_body": string("The start of the endpoint's reply."),
-                    "error": string_or_null("Why the attempt failed."),
-                    "duration_ms": integer("Milliseconds."),
-                    "succeeded": boolean("2xx reply."),
-                    "created_at": time("When the attempt was made."),
-                }),
-            ),
-        ),
-        (
-            "WebhookPing",
-            object(
-                "The result of a ping.",
-                json!({
-                    "object": constant("webhook_ping"),
-                    "webhook_id": string("`whk_` prefix."),
-                    "succeeded": boolean("2xx reply."),
-                    "status_code": integer("The endpoint's HTTP status; 0 when no reply came."),
-                    "duration_ms": integer("Milliseconds."),
-                    "response_body": string("The start of the endpoint's reply."),
-                    "error": string_or_null("Why it failed."),
-                }),
-            ),
-        ),
-        (
-            "WebhookReplay",
-            json!({
-                "description": "The result of a replay: the ping shape plus `delivery_id`.",
-                "allOf": [
-                    r("WebhookPing"),
-                    object("", json!({ "delivery_id": string("The id of the new attempt's record.") })),
-                ],
             }),
         ),
         (
@@ -1546,12 +787,6 @@ fn content(c: Content) -> Option<Value> {
     match c {
         Content::None => None,
         Content::Json(name) => Some(json!({ "application/json": { "schema": r(name) } })),
-        Content::List(name) => Some(json!({ "application/json": { "schema": {
-            "allOf": [
-                r("List"),
-                { "type": "object", "properties": { "data": { "type": "array", "items": r(name) } } },
-            ],
-        } } })),
         Content::JsonAs(media, name) => {
             let mut m = Map::new();
             for t in media {
@@ -1566,15 +801,6 @@ fn content(c: Content) -> Option<Value> {
             };
             Some(json!({ media: { "schema": schema } }))
         }
-    }
-}
-
-fn query_schema(ty: Ty) -> Value {
-    match ty {
-        Ty::Str => json!({ "type": "string" }),
-        Ty::Bool => json!({ "type": "boolean" }),
-        Ty::Address => json!({ "type": "string", "format": "email" }),
-        Ty::Enum(values) => json!({ "type": "string", "enum": values }),
     }
 }
 
@@ -1605,12 +831,6 @@ fn operation(op: &Op) -> Value {
         params.push(json!({
             "name": var, "in": "path", "required": true, "description": doc,
             "schema": { "type": "string" },
-        }));
-    }
-    for qp in op.query {
-        params.push(json!({
-            "name": qp.name, "in": "query", "required": false, "description": qp.doc,
-            "schema": query_schema(qp.ty),
         }));
     }
     if op.paged {
@@ -1676,7 +896,7 @@ fn operation(op: &Op) -> Value {
 
     let scope = match op.access {
         Access::Scope(s) => s,
-        Access::Public | Access::AnyKey => "none",
+        Access::Public => "none",
     };
     let mut out = json!({
         "operationId": op.id,

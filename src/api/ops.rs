@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::api::extract::Auth;
 use crate::app::AppState;
 use crate::error::ApiResult;
+use crate::model::keys::ApiKey;
 
 pub async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
@@ -36,7 +37,12 @@ pub async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
     )
 }
 
-/// The calling key; needs no scope.
-pub async fn me(Auth(key): Auth) -> ApiResult<Json<Value>> {
-    Ok(Json(key.to_json()))
+/// The calling API key
+///
+/// The key that made the call: its scopes, reach and rate limit. Needs no scope.
+#[utoipa::path(get, path = "/me", operation_id = "getMe",
+    security(("bearer" = [])),
+    responses((status = 200, description = "The calling key.", body = ApiKey)))]
+pub async fn me(Auth(key): Auth) -> ApiResult<Json<ApiKey>> {
+    Ok(Json(key.to_wire()))
 }

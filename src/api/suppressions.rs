@@ -3,106 +3,92 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
 
 use crate::api::extract::{ApiJson, Auth, Params};
-use crate::api::pagination::ReadPage;
+use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::Scope;
-use crate::core::suppressions::{self, COLUMNS};
+use crate::core::suppressions::{self, Filter};
 use crate::core::validate;
 use crate::error::{ApiError, ApiResult, Problems};
-use crate::store::Sql;
+use crate::model::List;
+use crate::model::suppressions::{
+    Suppression, SuppressionCreate, SuppressionDeleted, SuppressionFilter, SuppressionObject,
+    SuppressionReason,
+};
 
-#[derive(Deserialize)]
-pub struct AddSuppression {
-    address: String,
-    reason: Option<String>,
-}
+const REASONS: &str = "one of manual, bounce, complaint";
 
+/// List suppressed addresses
+///
+/// Paged, newest first by `created_at`: addresses mail will not be sent to (hard bounces,
+/// complaints and manual entries) that the key reaches.
+#[utoipa::path(get, path = "/suppressions", operation_id = "listSuppressions",
+    params(PageQuery, SuppressionFilter),
+    security(("bearer" = ["emails:read"])),
+    responses((status = 200, description = "A page of suppressions.", body = List<Suppression>)))]
 pub async fn list(
     State(s): State<AppState>,
     Auth(key): Auth,
     params: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<List<Suppression>>> {
     key.require(Scope::EmailsRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
-    let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM suppressions WHERE 1 = 1"));
-    suppressions::filter_reach(&key.reach, &mut q);
-    if let Some(a) = params.text("address") {
-        q.push(" AND address = ").bind(a.trim().to_lowercase());
-    }
-    if let Some(r) = params.text("reason") {
-        q.push(" AND reason = ").bind(r);
-    }
+    let filter = Filter {
+        address: params.text("address").map(str::to_string),
+        reason: params
+            .text("reason")
+            .and_then(|r| p.check("reason", SuppressionReason::parse(r).ok_or(REASONS.into()))),
+    };
     p.finish()?;
-    page.push(&mut q, "created_at", "id");
-    let rows = q.fetch_all(s.db.reader()).await?;
-    let items = rows
-        .iter()
-        .map(suppressions::row_json)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Json(page.envelope(&s.cursors, items)))
+    Ok(Json(
+        suppressions::list(&s.db, &s.cursors, &key.reach, &filter, &page).await?,
+    ))
 }
 
-/// Adds an address by hand (account-wide keys only).
+/// Suppress an address
+///
+/// Adds an address by hand. Only a key that reaches the whole account may do this; an address
+/// already suppressed is 409.
+#[utoipa::path(post, path = "/suppressions", operation_id = "addSuppression",
+    request_body = SuppressionCreate,
+    security(("bearer" = ["emails:send"])),
+    responses(
+        (status = 201, description = "Suppressed.", body = Suppression),
+        (status = 409, description = "The address is already suppressed."),
+    ))]
 pub async fn add(
     State(s): State<AppState>,
     Auth(key): Auth,
-    ApiJson(body): ApiJson<AddSuppression>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+    ApiJson(body): ApiJson<SuppressionCreate>,
+) -> ApiResult<(StatusCode, Json<Suppression>)> {
     key.require(Scope::EmailsSend)?;
     key.require_account_reach("adding a suppression")?;
     let address = validate::address(&body.address).map_err(|e| ApiError::invalid("address", e))?;
-    let reason = body.reason.unwrap_or_else(|| "manual".into());
-    if !matches!(reason.as_str(), "manual" | "bounce" | "complaint") {
-        return Err(ApiError::invalid(
-            "reason",
-            "one of manual, bounce, complaint",
-        ));
-    }
-    let mut tx = s.db.begin().await?;
-    let added = suppressions::add(&mut tx, &address, &reason, None, None, None, None).await?;
-    tx.commit().await?;
-    if !added {
-        return Err(ApiError::conflict(format!(
-            "{address} is already suppressed"
-        )));
-    }
-    let row = Sql::new(&format!(
-        "SELECT {COLUMNS} FROM suppressions WHERE address = "
-    ))
-    .bind(&address)
-    .fetch_one(s.db.reader())
-    .await?;
-    Ok((StatusCode::CREATED, Json(suppressions::row_json(&row)?.2)))
+    let reason = body.reason.unwrap_or(SuppressionReason::Manual);
+    let added = suppressions::add_manual(&s.db, &address, reason).await?;
+    Ok((StatusCode::CREATED, Json(added.to_wire())))
 }
 
-/// Removes an address (by address or id) so mail may be sent to it again.
+/// Remove a suppression
+///
+/// Mail may be sent to the address again.
+#[utoipa::path(delete, path = "/suppressions/{id}", operation_id = "removeSuppression",
+    params(("id" = String, Path, description = "The suppression id or the suppressed address.")),
+    security(("bearer" = ["emails:send"])),
+    responses((status = 200, description = "Removed.", body = SuppressionDeleted)))]
 pub async fn remove(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<SuppressionDeleted>> {
     key.require(Scope::EmailsSend)?;
-    let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM suppressions WHERE (id = "));
-    q.bind(&id)
-        .push(" OR address = ")
-        .bind(id.to_lowercase())
-        .push(")");
-    suppressions::filter_reach(&key.reach, &mut q);
-    let row = q
-        .fetch_optional(s.db.reader())
-        .await?
-        .ok_or(ApiError::NotFound("suppression"))?;
-    let (_, sid, v) = suppressions::row_json(&row)?;
-    Sql::new("DELETE FROM suppressions WHERE id = ")
-        .bind(&sid)
-        .execute(s.db.writer())
-        .await?;
-    Ok(Json(
-        json!({"object": "suppression", "id": sid, "address": v["address"], "deleted": true}),
-    ))
+    let removed = suppressions::remove(&s.db, &key.reach, &id).await?;
+    Ok(Json(SuppressionDeleted {
+        object: SuppressionObject,
+        id: removed.id,
+        address: removed.address,
+        deleted: true,
+    }))
 }

@@ -4,68 +4,71 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
 
-use crate::api::extract::{ApiJson, Auth, Params, nullable};
-use crate::api::pagination::ReadPage;
+use crate::api::extract::{ApiJson, Auth, Params};
+use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::error::{ApiError, ApiResult, Problems};
+use crate::model::List;
+use crate::model::webhooks::{
+    DeliveryFilter, EventName, Webhook, WebhookCreate, WebhookDeleteQuery, WebhookDeleted,
+    WebhookDelivery, WebhookDisabled, WebhookObject, WebhookPing, WebhookRemoved, WebhookReplay,
+    WebhookUpdate,
+};
 use crate::webhooks::deliveries::{self, SyncResult};
 use crate::webhooks::endpoints::{self, NewWebhook, WebhookChanges};
 
-#[derive(Deserialize)]
-pub struct CreateWebhook {
-    url: Option<String>,
-    events: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "nullable")]
-    mailbox_id: Option<Option<String>>,
-    description: Option<String>,
-    enabled: Option<bool>,
-}
-
-#[derive(Deserialize)]
-pub struct UpdateWebhook {
-    url: Option<String>,
-    events: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "nullable")]
-    mailbox_id: Option<Option<String>>,
-    #[serde(default, deserialize_with = "nullable")]
-    description: Option<Option<String>>,
-    enabled: Option<bool>,
-    rotate_secret: Option<bool>,
-}
-
-pub async fn list(State(s): State<AppState>, Auth(key): Auth) -> ApiResult<Json<Value>> {
+/// List webhook endpoints
+///
+/// Unpaged: every endpoint the key may see, without secrets (`has_more` is always false).
+#[utoipa::path(get, path = "/webhooks", operation_id = "listWebhooks",
+    security(("bearer" = ["webhooks:read"])),
+    responses((status = 200, description = "Every endpoint.", body = List<Webhook>)))]
+pub async fn list(State(s): State<AppState>, Auth(key): Auth) -> ApiResult<Json<List<Webhook>>> {
     key.require(Scope::WebhooksRead)?;
-    let data: Vec<Value> = endpoints::list(&s.db, &key.reach)
+    let data = endpoints::list(&s.db, &key.reach)
         .await?
         .iter()
-        .map(|w| w.to_json())
+        .map(|w| w.to_wire())
         .collect();
-    Ok(Json(
-        json!({ "object": "list", "data": data, "has_more": false }),
-    ))
+    Ok(Json(List::whole(data)))
 }
 
+/// Read a webhook endpoint
+///
+/// Never shows the secret.
+#[utoipa::path(get, path = "/webhooks/{id}", operation_id = "getWebhook",
+    params(("id" = String, Path, description = "The webhook id (`whk_…`).")),
+    security(("bearer" = ["webhooks:read"])),
+    responses((status = 200, description = "The endpoint.", body = Webhook)))]
 pub async fn get(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Webhook>> {
     key.require(Scope::WebhooksRead)?;
     let w = endpoints::get(&s.db, &key.reach, &id)
         .await?
         .ok_or(ApiError::NotFound("webhook"))?;
-    Ok(Json(w.to_json()))
+    Ok(Json(w.to_wire()))
 }
 
+/// Create a webhook endpoint
+///
+/// Answers the endpoint with its signing `secret`, shown only here and on rotation. The URL must
+/// be https and must not resolve to a private, loopback, link-local or metadata address
+/// (loopback http is allowed outside production). A key reaching only part of the account must
+/// give a `mailbox_id`.
+#[utoipa::path(post, path = "/webhooks", operation_id = "createWebhook",
+    request_body = WebhookCreate,
+    security(("bearer" = ["webhooks:write"])),
+    responses((status = 201, description = "Created; includes `secret`.", body = Webhook)))]
 pub async fn create(
     State(s): State<AppState>,
     Auth(key): Auth,
-    ApiJson(body): ApiJson<CreateWebhook>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+    ApiJson(body): ApiJson<WebhookCreate>,
+) -> ApiResult<(StatusCode, Json<Webhook>)> {
     key.require(Scope::WebhooksWrite)?;
     let input = NewWebhook {
         url: body.url,
@@ -75,17 +78,26 @@ pub async fn create(
         enabled: body.enabled,
     };
     let (w, secret) = endpoints::create(&s.db, s.webhooks.sender(), &key, input).await?;
-    let mut out = w.to_json();
-    out["secret"] = json!(secret);
-    Ok((StatusCode::CREATED, Json(out)))
+    Ok((StatusCode::CREATED, Json(w.to_wire_with_secret(secret))))
 }
 
+/// Change a webhook endpoint
+///
+/// Only fields sent change. `enabled: true` clears the failure count; `rotate_secret: true`
+/// replaces the secret and answers the new one once.
+#[utoipa::path(patch, path = "/webhooks/{id}", operation_id = "updateWebhook",
+    params(("id" = String, Path, description = "The webhook id (`whk_…`).")),
+    request_body = WebhookUpdate,
+    security(("bearer" = ["webhooks:write"])),
+    responses((status = 200,
+        description = "The endpoint as it now is (with `secret` after a rotation).",
+        body = Webhook)))]
 pub async fn update(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-    ApiJson(body): ApiJson<UpdateWebhook>,
-) -> ApiResult<Json<Value>> {
+    ApiJson(body): ApiJson<WebhookUpdate>,
+) -> ApiResult<Json<Webhook>> {
     key.require(Scope::WebhooksWrite)?;
     let changes = WebhookChanges {
         url: body.url,
@@ -96,92 +108,148 @@ pub async fn update(
         rotate_secret: body.rotate_secret.unwrap_or(false),
     };
     let (w, secret) = endpoints::update(&s.db, s.webhooks.sender(), &key, &id, changes).await?;
-    let mut out = w.to_json();
-    if let Some(secret) = secret {
-        out["secret"] = json!(secret);
-    }
-    Ok(Json(out))
+    Ok(Json(match secret {
+        Some(secret) => w.to_wire_with_secret(secret),
+        None => w.to_wire(),
+    }))
 }
 
+/// Delete or disable a webhook endpoint
+///
+/// Deletes the endpoint and all its deliveries; with `disable_only=true` only disables it,
+/// keeping endpoint and history (the reply is then the endpoint with `deleted: false`).
+#[utoipa::path(delete, path = "/webhooks/{id}", operation_id = "deleteWebhook",
+    params(
+        ("id" = String, Path, description = "The webhook id (`whk_…`)."),
+        WebhookDeleteQuery,
+    ),
+    security(("bearer" = ["webhooks:write"])),
+    responses((status = 200, description = "Deleted, or disabled.", body = WebhookDeleted)))]
 pub async fn delete(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
     params: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<WebhookDeleted>> {
     key.require(Scope::WebhooksWrite)?;
     let mut problems = Problems::new();
     let disable_only = params.flag(&mut problems, "disable_only").unwrap_or(false);
     problems.finish()?;
     if disable_only {
         let w = endpoints::disable(&s.db, &key, &id).await?;
-        let mut out = w.to_json();
-        out["deleted"] = json!(false);
-        return Ok(Json(out));
+        return Ok(Json(WebhookDeleted::Disabled(Box::new(WebhookDisabled {
+            webhook: w.to_wire(),
+            deleted: false,
+        }))));
     }
     let w = endpoints::delete(&s.db, &key, &id).await?;
-    Ok(Json(
-        json!({ "object": "webhook", "id": w.id, "deleted": true }),
-    ))
+    Ok(Json(WebhookDeleted::Deleted(WebhookRemoved {
+        object: WebhookObject,
+        id: w.id,
+        deleted: true,
+    })))
 }
 
-/// 200 with the result when the endpoint succeeded, 502 with the same body
-/// when it did not.
-fn sync_reply(r: SyncResult, with_delivery_id: bool) -> (StatusCode, Json<Value>) {
-    let status = if r.result.succeeded {
+/// 200 when the endpoint succeeded, 502 with the same body when it did not.
+fn sync_status(r: &SyncResult) -> StatusCode {
+    if r.result.succeeded {
         StatusCode::OK
     } else {
         StatusCode::BAD_GATEWAY
-    };
-    (status, Json(r.to_json(with_delivery_id)))
+    }
 }
 
+/// Send a test event
+///
+/// Sends a `webhook.test` event synchronously, without retries, and records the attempt. No
+/// request body.
+#[utoipa::path(post, path = "/webhooks/{id}/ping", operation_id = "pingWebhook",
+    params(("id" = String, Path, description = "The webhook id (`whk_…`).")),
+    security(("bearer" = ["webhooks:write"])),
+    responses(
+        (status = 200, description = "The endpoint answered 2xx.", body = WebhookPing),
+        (status = 502, description = "The endpoint failed; the body is still the full result.",
+            body = WebhookPing),
+    ))]
 pub async fn ping(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<WebhookPing>)> {
     key.require(Scope::WebhooksWrite)?;
     let r = deliveries::ping(&s.db, &s.webhooks, &key.reach, &id).await?;
-    Ok(sync_reply(r, false))
+    Ok((sync_status(&r), Json(r.to_wire())))
 }
 
+/// Replay a delivery
+///
+/// Sends the stored payload again, synchronously and without retries, under the original
+/// envelope id; recorded as the next attempt. No request body.
+#[utoipa::path(post, path = "/webhook-deliveries/{id}/replay", operation_id = "replayWebhookDelivery",
+    params(("id" = String, Path, description = "The delivery id (`whd_…`).")),
+    security(("bearer" = ["webhooks:write"])),
+    responses(
+        (status = 200, description = "The endpoint answered 2xx.", body = WebhookReplay),
+        (status = 502, description = "The endpoint failed; the body is still the full result.",
+            body = WebhookReplay),
+    ))]
 pub async fn replay(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<WebhookReplay>)> {
     key.require(Scope::WebhooksWrite)?;
     let r = deliveries::replay(&s.db, &s.webhooks, &key.reach, &id).await?;
-    Ok(sync_reply(r, true))
+    let reply = WebhookReplay {
+        ping: r.to_wire(),
+        delivery_id: r.delivery_id.clone(),
+    };
+    Ok((sync_status(&r), Json(reply)))
 }
 
+/// List delivery attempts
+///
+/// Paged, newest first by `created_at`: every attempt at every endpoint the key may see.
+#[utoipa::path(get, path = "/webhook-deliveries", operation_id = "listWebhookDeliveries",
+    params(PageQuery, DeliveryFilter),
+    security(("bearer" = ["webhooks:read"])),
+    responses((status = 200, description = "A page of attempts.", body = List<WebhookDelivery>)))]
 pub async fn list_deliveries(
     State(s): State<AppState>,
     Auth(key): Auth,
     params: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<List<WebhookDelivery>>> {
     key.require(Scope::WebhooksRead)?;
     let mut problems = Problems::new();
     let page = s.cursors.page(&params, &mut problems);
+    let event = params.text("event").and_then(|e| {
+        let known = EventName::parse(e).ok_or_else(|| format!("unknown event name {e:?}"));
+        problems.check("event", known)
+    });
     let filter = deliveries::Filter {
         webhook_id: params.text("webhook_id").map(str::to_string),
-        event: params.text("event").map(str::to_string),
+        event,
         succeeded: params.flag(&mut problems, "succeeded"),
     };
     problems.finish()?;
-    let items = deliveries::list(&s.db, &key.reach, &filter, &page).await?;
-    Ok(Json(page.envelope(&s.cursors, items)))
+    Ok(Json(
+        deliveries::list(&s.db, &s.cursors, &key.reach, &filter, &page).await?,
+    ))
 }
 
+/// Read a delivery attempt
+#[utoipa::path(get, path = "/webhook-deliveries/{id}", operation_id = "getWebhookDelivery",
+    params(("id" = String, Path, description = "The delivery id (`whd_…`).")),
+    security(("bearer" = ["webhooks:read"])),
+    responses((status = 200, description = "The attempt.", body = WebhookDelivery)))]
 pub async fn get_delivery(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<WebhookDelivery>> {
     key.require(Scope::WebhooksRead)?;
     let d = deliveries::get(&s.db, &key.reach, &id)
         .await?
         .ok_or(ApiError::NotFound("webhook delivery"))?;
-    Ok(Json(d.to_json()))
+    Ok(Json(d.to_wire()?))
 }

@@ -1,8 +1,6 @@
 //! Sending domains: identities at the provider, the DNS records they need, and
 //! subdomains that inherit a verified parent.
 
-use serde_json::{Value, json};
-
 use crate::auth::{ApiKey, Reach};
 use crate::clock;
 use crate::core::error::CoreError;
@@ -10,7 +8,9 @@ use crate::core::events;
 use crate::core::validate;
 use crate::dns::Dns;
 use crate::ids;
-use crate::provider::{IdentityInfo, IdentityStatus, Provider, ProviderError};
+use crate::model::Timestamp;
+use crate::model::domains::{self as model, DnsRecordPurpose, DnsRecordType, DomainStatus};
+use crate::provider::{IdentityInfo, Provider, ProviderError};
 use crate::sql;
 use crate::store::{Db, RowExt, Sql, is_unique_violation};
 
@@ -19,7 +19,7 @@ pub struct Domain {
     pub id: String,
     pub name: String,
     pub region: String,
-    pub status: String,
+    pub status: DomainStatus,
     pub sending_enabled: bool,
     pub dkim_status: String,
     pub dkim_origin: String,
@@ -41,11 +41,14 @@ const COLUMNS: &str = "id, name, region, status, sending_enabled, dkim_status, d
 
 impl Domain {
     fn from_row(row: &impl RowExt) -> Result<Domain, sqlx::Error> {
+        let status = row.text("status")?;
         Ok(Domain {
             id: row.text("id")?,
             name: row.text("name")?,
             region: row.text("region")?,
-            status: row.text("status")?,
+            status: DomainStatus::parse(&status).ok_or_else(|| {
+                sqlx::Error::Decode(format!("unknown domain status {status:?}").into())
+            })?,
             sending_enabled: row.flag("sending_enabled")?,
             dkim_status: row.text("dkim_status")?,
             dkim_origin: row.text("dkim_origin")?,
@@ -63,72 +66,90 @@ impl Domain {
     }
 
     pub fn is_verified(&self) -> bool {
-        self.status == "verified" && self.sending_enabled
+        self.status == DomainStatus::Verified && self.sending_enabled
     }
 
     /// The DNS records to publish. A subdomain covered by its parent needs none.
-    pub fn records(&self) -> Vec<Value> {
+    pub fn records(&self) -> Vec<model::DnsRecord> {
         if self.inherited_from.is_some() {
             return Vec::new();
         }
-        let mut out: Vec<Value> = self
+        let record = |kind, name: String, value: String, purpose, required| model::DnsRecord {
+            kind,
+            name,
+            value,
+            purpose,
+            required,
+        };
+        let mut out: Vec<model::DnsRecord> = self
             .dkim_tokens
             .iter()
             .map(|t| {
-                json!({
-                    "kind": "CNAME",
-                    "name": format!("{t}._domainkey.{}", self.name),
-                    "value": format!("{t}.dkim.amazonses.com"),
-                    "purpose": "dkim",
-                    "required": true,
-                })
+                record(
+                    DnsRecordType::Cname,
+                    format!("{t}._domainkey.{}", self.name),
+                    format!("{t}.dkim.amazonses.com"),
+                    DnsRecordPurpose::Dkim,
+                    true,
+                )
             })
             .collect();
-        out.push(json!({
-            "kind": "MX",
-            "name": self.mail_from_domain,
-            "value": format!("10 feedback-smtp.{}.amazonses.com", self.region),
-            "purpose": "mail_from",
-            "required": true,
-        }));
-        out.push(json!({
-            "kind": "TXT",
-            "name": self.mail_from_domain,
-            "value": "v=spf1 include:amazonses.com ~all",
-            "purpose": "spf",
-            "required": true,
-        }));
-        out.push(json!({
-            "kind": "TXT",
-            "name": format!("_dmarc.{}", self.name),
-            "value": "v=DMARC1; p=none;",
-            "purpose": "dmarc",
-            "required": false,
-        }));
+        out.push(record(
+            DnsRecordType::Mx,
+            self.mail_from_domain.clone(),
+            format!("10 feedback-smtp.{}.amazonses.com", self.region),
+            DnsRecordPurpose::MailFrom,
+            true,
+        ));
+        out.push(record(
+            DnsRecordType::Txt,
+            self.mail_from_domain.clone(),
+            "v=spf1 include:amazonses.com ~all".into(),
+            DnsRecordPurpose::Spf,
+            true,
+        ));
+        out.push(record(
+            DnsRecordType::Txt,
+            format!("_dmarc.{}", self.name),
+            "v=DMARC1; p=none;".into(),
+            DnsRecordPurpose::Dmarc,
+            false,
+        ));
         out
     }
 
-    pub fn to_json(&self) -> Value {
-        json!({
-            "object": "domain",
-            "id": self.id,
-            "name": self.name,
-            "region": self.region,
-            "status": self.status,
-            "sending_enabled": self.sending_enabled,
-            "dkim_status": self.dkim_status,
-            "dkim_origin": self.dkim_origin,
-            "mail_from_domain": self.mail_from_domain,
-            "mail_from_status": self.mail_from_status,
-            "spf_verified": self.spf_verified,
-            "dmarc_verified": self.dmarc_verified,
-            "inherited_from": self.inherited_from,
-            "auto_create_mailboxes": self.auto_create_mailboxes,
-            "imported": self.imported,
-            "last_checked_at": clock::iso(self.last_checked_at),
-            "created_at": clock::iso(self.created_at),
-            "records": self.records(),
-        })
+    pub fn to_wire(&self) -> model::Domain {
+        model::Domain {
+            object: model::DomainObject,
+            id: self.id.clone(),
+            name: self.name.clone(),
+            region: self.region.clone(),
+            status: self.status,
+            sending_enabled: self.sending_enabled,
+            dkim_status: self.dkim_status.clone(),
+            dkim_origin: self.dkim_origin.clone(),
+            mail_from_domain: self.mail_from_domain.clone(),
+            mail_from_status: self.mail_from_status.clone(),
+            spf_verified: self.spf_verified,
+            dmarc_verified: self.dmarc_verified,
+            inherited_from: self.inherited_from.clone(),
+            auto_create_mailboxes: self.auto_create_mailboxes,
+            imported: self.imported,
+            last_checked_at: Timestamp(self.last_checked_at),
+            created_at: Timestamp(self.created_at),
+            records: self.records(),
+        }
+    }
+
+    /// What `DELETE` answers for this domain.
+    pub fn deleted(&self, deleted_in_provider: bool) -> model::DomainDeleted {
+        model::DomainDeleted {
+            object: model::DomainObject,
+            id: self.id.clone(),
+            name: self.name.clone(),
+            deleted: true,
+            deleted_in_provider,
+        }
     }
 }
 
@@ -266,7 +287,7 @@ pub async fn create(
             id: ids::new_id("dom"),
             name: name.clone(),
             region: p.region.clone(),
-            status: p.status.clone(),
+            status: p.status,
             sending_enabled: p.sending_enabled,
             dkim_status: p.dkim_status.clone(),
             dkim_origin: p.dkim_origin.clone(),
@@ -330,7 +351,7 @@ fn from_identity(
         id: ids::new_id("dom"),
         name: name.to_string(),
         region,
-        status: info.status.as_str().to_string(),
+        status: info.status,
         sending_enabled: info.sending_enabled,
         dkim_status: info.dkim_status.clone(),
         dkim_origin: info.dkim_origin.clone(),
@@ -359,7 +380,7 @@ async fn insert(tx: &mut crate::store::Tx, d: &Domain) -> Result<(), sqlx::Error
         &d.id,
         &d.name,
         &d.region,
-        &d.status,
+        d.status.as_str(),
         d.sending_enabled,
         &d.dkim_status,
         &d.dkim_origin,
@@ -399,13 +420,13 @@ pub async fn verify(
             let parent = by_name(db, parent_name).await?;
             match parent {
                 Some(p) => {
-                    next.status = p.status.clone();
+                    next.status = p.status;
                     next.sending_enabled = p.sending_enabled;
                     next.dkim_status = p.dkim_status.clone();
                     next.mail_from_status = p.mail_from_status.clone();
                 }
                 None => {
-                    next.status = IdentityStatus::NotStarted.as_str().into();
+                    next.status = DomainStatus::NotStarted;
                     next.sending_enabled = false;
                 }
             }
@@ -415,7 +436,7 @@ pub async fn verify(
                 .get_identity(&current.name)
                 .await
                 .map_err(provider_error)?;
-            next.status = info.status.as_str().to_string();
+            next.status = info.status;
             next.sending_enabled = info.sending_enabled;
             next.dkim_status = info.dkim_status.clone();
             next.dkim_origin = info.dkim_origin.clone();
@@ -447,7 +468,7 @@ pub async fn verify(
         "UPDATE domains SET status = $1, sending_enabled = $2, dkim_status = $3, dkim_origin = $4, \
          dkim_tokens = $5, mail_from_domain = $6, mail_from_status = $7, spf_verified = $8, \
          dmarc_verified = $9, last_checked_at = $10 WHERE id = $11",
-        &next.status,
+        next.status.as_str(),
         next.sending_enabled,
         &next.dkim_status,
         &next.dkim_origin,
@@ -462,13 +483,17 @@ pub async fn verify(
     .execute_tx(&mut tx)
     .await?;
     if next.status != current.status {
-        let event = match next.status.as_str() {
-            "verified" => Some("domain.verified"),
-            "failed" => Some("domain.failed"),
+        let event = match next.status {
+            DomainStatus::Verified => Some("domain.verified"),
+            DomainStatus::Failed => Some("domain.failed"),
             _ => None,
         };
         if let Some(event) = event {
-            events::emit(&mut tx, event, None, json!({ "domain": next.to_json() })).await?;
+            let data = model::DomainEventData {
+                domain: next.to_wire(),
+            };
+            let data = serde_json::to_value(data).map_err(anyhow::Error::from)?;
+            events::emit(&mut tx, event, None, data).await?;
         }
     }
     tx.commit().await?;

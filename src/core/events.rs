@@ -5,27 +5,23 @@ use serde_json::{Value, json};
 
 use crate::clock;
 use crate::ids;
+use crate::model::webhooks::EventName;
 use crate::sql;
 use crate::store::{Sql, Tx};
 
-/// Every event name the service emits. A webhook subscribed to `*` gets all of
-/// them, including ones added later.
-pub const EVENT_TYPES: &[&str] = &[
-    "email.sent",
-    "email.delivered",
-    "email.bounced",
-    "email.complained",
-    "email.rejected",
-    "email.delayed",
-    "email.failed",
-    "email.opened",
-    "email.clicked",
-    "mail.received",
-    "thread.updated",
-    "domain.verified",
-    "domain.failed",
-    "webhook.test",
-];
+/// Every event name the service emits, from the wire enum. A webhook
+/// subscribed to `*` gets all of them, including ones added later.
+pub const EVENT_TYPES: &[&str] = &EVENT_NAMES;
+
+const EVENT_NAMES: [&str; EventName::ALL.len()] = {
+    let mut out = [""; EventName::ALL.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = EventName::ALL[i].as_str();
+        i += 1;
+    }
+    out
+};
 
 /// Writes one event into the outbox within `tx`. `mailbox_id` lets webhooks
 /// restricted to a mailbox match it. Returns the event id.

@@ -1,13 +1,13 @@
 //! Mailboxes: addresses on the account's domains that hold mail.
 
-use serde_json::{Value, json};
-
 use crate::auth::{ApiKey, Reach, address_domain};
 use crate::clock;
 use crate::core::domains;
 use crate::core::error::{CoreError, Problems};
 use crate::core::validate;
 use crate::ids;
+use crate::model::Timestamp;
+use crate::model::mailboxes as model;
 use crate::sql;
 use crate::store::{Db, RowExt, Sql, Tx, is_unique_violation};
 
@@ -62,20 +62,29 @@ impl Mailbox {
         })
     }
 
-    pub fn to_json(&self) -> Value {
-        json!({
-            "object": "mailbox",
-            "id": self.id,
-            "address": self.address,
-            "domain": self.domain,
-            "domain_id": self.domain_id,
-            "display_name": self.display_name,
-            "signature": self.signature,
-            "is_catch_all": self.is_catch_all,
-            "is_default": self.is_default,
-            "color": self.color,
-            "created_at": clock::iso(self.created_at),
-        })
+    pub fn to_wire(&self) -> model::Mailbox {
+        model::Mailbox {
+            object: model::MailboxObject,
+            id: self.id.clone(),
+            address: self.address.clone(),
+            domain: self.domain.clone(),
+            domain_id: self.domain_id.clone(),
+            display_name: self.display_name.clone(),
+            signature: self.signature.clone(),
+            is_catch_all: self.is_catch_all,
+            is_default: self.is_default,
+            color: self.color.clone(),
+            created_at: Timestamp(self.created_at),
+        }
+    }
+
+    /// What `DELETE` answers for this mailbox.
+    pub fn deleted(&self) -> model::MailboxDeleted {
+        model::MailboxDeleted {
+            object: model::MailboxObject,
+            id: self.id.clone(),
+            deleted: true,
+        }
     }
 }
 

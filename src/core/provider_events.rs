@@ -25,6 +25,7 @@ use crate::core::events;
 use crate::core::messages::{COLUMNS, Message};
 use crate::core::suppressions;
 use crate::ids;
+use crate::model::suppressions::SuppressionReason;
 use crate::provider::{ProviderEvent, ProviderEventKind};
 use crate::sql;
 use crate::store::{Backend, Db, RowExt, Sql, execute_all};
@@ -222,8 +223,8 @@ async fn apply(
             clock::now_micros()
         ));
         let suppress = match ev.kind {
-            ProviderEventKind::Bounce { permanent: true } => Some("bounce"),
-            ProviderEventKind::Complaint => Some("complaint"),
+            ProviderEventKind::Bounce { permanent: true } => Some(SuppressionReason::Bounce),
+            ProviderEventKind::Complaint => Some(SuppressionReason::Complaint),
             _ => None,
         };
         if let (Some(reason), Some(r)) = (suppress, rcpt) {

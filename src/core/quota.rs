@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::core::error::CoreError;
+use crate::model::provider::ProviderQuota;
 use crate::provider::{Provider, Quota};
 
 /// How long a quota reading is trusted; sends in between are counted locally.
@@ -55,6 +56,18 @@ impl QuotaGuard {
         };
         *self.lock() = Some((Instant::now(), reading.clone(), 0));
         reading.map(|q| (q, 0))
+    }
+
+    /// The quota as `GET /provider` shows it: the last reading plus the
+    /// recipients sent since it was taken.
+    pub async fn to_wire(&self) -> Option<ProviderQuota> {
+        self.current().await.map(|(q, since)| ProviderQuota {
+            max_24_hour_send: q.max_24_hour_send,
+            max_send_rate: q.max_send_rate,
+            sent_last_24_hours: q.sent_last_24_hours + since as f64,
+            sandbox: q.sandbox,
+            sending_enabled: q.sending_enabled,
+        })
     }
 
     pub async fn admit(&self, recipients: usize) -> Result<(), CoreError> {

@@ -6,16 +6,32 @@
 //! generated from the very types that are serialised.
 
 pub mod contacts;
+pub mod domains;
 pub mod drafts;
 mod envelope;
+pub mod keys;
 pub mod labels;
+pub mod mailboxes;
 pub mod messages;
+pub mod provider;
 pub mod query;
+pub mod suppressions;
 pub mod threads;
 mod time;
+pub mod webhooks;
 
 pub use envelope::{Deleted, List, ListObject};
 pub use time::Timestamp;
+
+/// For a PATCH field where `null` means "clear": absent is `None`, `null` is
+/// `Some(None)` (use with `#[serde(default, deserialize_with = ...)]`).
+pub fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    serde::Deserialize::deserialize(d).map(Some)
+}
 
 /// A one-value string for an object's `object` field (`"label"`), so the
 /// schema says exactly which value it holds.

@@ -14,38 +14,8 @@ pub mod simulator;
 pub type EventSink = tokio::sync::mpsc::UnboundedSender<ProviderEvent>;
 pub mod sns;
 
-/// Verification state of a sending identity, as the spec names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdentityStatus {
-    Pending,
-    Verified,
-    Failed,
-    TemporaryFailure,
-    NotStarted,
-}
-
-impl IdentityStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IdentityStatus::Pending => "pending",
-            IdentityStatus::Verified => "verified",
-            IdentityStatus::Failed => "failed",
-            IdentityStatus::TemporaryFailure => "temporary_failure",
-            IdentityStatus::NotStarted => "not_started",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "pending" => IdentityStatus::Pending,
-            "verified" => IdentityStatus::Verified,
-            "failed" => IdentityStatus::Failed,
-            "temporary_failure" => IdentityStatus::TemporaryFailure,
-            "not_started" => IdentityStatus::NotStarted,
-            _ => return None,
-        })
-    }
-}
+/// An identity's verification status: the same enum the API answers with.
+pub use crate::model::domains::DomainStatus as IdentityStatus;
 
 /// What the provider knows about a domain identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +76,7 @@ pub enum ProviderError {
 
 #[async_trait]
 pub trait Provider: Send + Sync + 'static {
-    /// `simulator` or `ses`.
+    /// `simulator` or `ses` (`model::provider::ProviderName`).
     fn name(&self) -> &'static str;
     /// Region reported on domains.
     fn region(&self) -> String;

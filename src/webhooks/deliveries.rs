@@ -6,8 +6,11 @@ use serde_json::{Value, json};
 
 use crate::auth::Reach;
 use crate::clock;
-use crate::core::error::CoreError;
+use crate::core::error::{CoreError, CoreResult};
+use crate::core::paging::{CursorSigner, Page};
 use crate::ids;
+use crate::model::webhooks::{self as model, EventName};
+use crate::model::{List, Timestamp};
 use crate::sql;
 use crate::store::{Db, RowExt, Sql};
 use crate::webhooks::Webhooks;
@@ -55,23 +58,26 @@ impl Delivery {
     /// The spec's delivery object. `payload` is the body that was posted
     /// (its `id` is the envelope id); `status_code` is 0 when no HTTP reply
     /// came. `envelope_id` is the `webhook-id` the receiver saw.
-    pub fn to_json(&self) -> Value {
+    pub fn to_wire(&self) -> CoreResult<model::WebhookDelivery> {
         let payload: Value =
             serde_json::from_str(&self.payload).unwrap_or(Value::String(self.payload.clone()));
-        json!({
-            "object": "webhook_delivery",
-            "id": self.id,
-            "envelope_id": self.envelope_id,
-            "webhook_id": self.webhook_id,
-            "event": self.event,
-            "payload": payload,
-            "attempt": self.attempt,
-            "status_code": self.status_code,
-            "response_body": self.response_body,
-            "error": self.error,
-            "duration_ms": self.duration_ms,
-            "succeeded": self.succeeded,
-            "created_at": clock::iso(self.created_at),
+        let event = EventName::parse(&self.event).ok_or_else(|| {
+            CoreError::Internal(anyhow::anyhow!("unknown event name {:?}", self.event))
+        })?;
+        Ok(model::WebhookDelivery {
+            object: model::WebhookDeliveryObject,
+            id: self.id.clone(),
+            envelope_id: self.envelope_id.clone(),
+            webhook_id: self.webhook_id.clone(),
+            event,
+            payload,
+            attempt: self.attempt,
+            status_code: self.status_code,
+            response_body: self.response_body.clone(),
+            error: self.error.clone(),
+            duration_ms: self.duration_ms,
+            succeeded: self.succeeded,
+            created_at: Timestamp(self.created_at),
         })
     }
 }
@@ -93,7 +99,7 @@ fn visible(reach: &Reach) -> Sql {
 #[derive(Debug, Default, Clone)]
 pub struct Filter {
     pub webhook_id: Option<String>,
-    pub event: Option<String>,
+    pub event: Option<EventName>,
     pub succeeded: Option<bool>,
 }
 
@@ -101,28 +107,31 @@ pub struct Filter {
 /// their sort keys.
 pub async fn list(
     db: &Db,
+    signer: &CursorSigner,
     reach: &Reach,
     filter: &Filter,
-    page: &crate::core::paging::Page,
-) -> Result<Vec<(i64, String, Value)>, sqlx::Error> {
+    page: &Page,
+) -> CoreResult<List<model::WebhookDelivery>> {
     let mut q = visible(reach);
     if let Some(w) = &filter.webhook_id {
         q.push(" AND d.webhook_id = ").bind(w.clone());
     }
-    if let Some(e) = &filter.event {
-        q.push(" AND d.event = ").bind(e.clone());
+    if let Some(e) = filter.event {
+        q.push(" AND d.event = ").bind(e.as_str());
     }
     if let Some(s) = filter.succeeded {
         q.push(" AND d.succeeded = ").bind(s);
     }
     page.push(&mut q, "d.created_at", "d.id");
     let rows = q.fetch_all(db.reader()).await?;
-    rows.iter()
+    let items = rows
+        .iter()
         .map(|r| {
             let d = Delivery::from_row(r)?;
-            Ok((d.created_at, d.id.clone(), d.to_json()))
+            Ok((d.created_at, d.id.clone(), d.to_wire()?))
         })
-        .collect()
+        .collect::<CoreResult<Vec<_>>>()?;
+    Ok(page.list(signer, items))
 }
 
 pub async fn get(db: &Db, reach: &Reach, id: &str) -> Result<Option<Delivery>, sqlx::Error> {
@@ -142,21 +151,17 @@ pub struct SyncResult {
 }
 
 impl SyncResult {
-    /// `webhook_ping`; `with_delivery_id` adds the new record's id (replay).
-    pub fn to_json(&self, with_delivery_id: bool) -> Value {
-        let mut v = json!({
-            "object": "webhook_ping",
-            "webhook_id": self.webhook_id,
-            "succeeded": self.result.succeeded,
-            "status_code": self.result.status.map(i64::from).unwrap_or(0),
-            "duration_ms": self.result.duration_ms,
-            "response_body": self.result.response_body,
-            "error": self.result.error,
-        });
-        if with_delivery_id {
-            v["delivery_id"] = json!(self.delivery_id);
+    /// The `webhook_ping` object.
+    pub fn to_wire(&self) -> model::WebhookPing {
+        model::WebhookPing {
+            object: model::WebhookPingObject,
+            webhook_id: self.webhook_id.clone(),
+            succeeded: self.result.succeeded,
+            status_code: self.result.status.map(i64::from).unwrap_or(0),
+            duration_ms: self.result.duration_ms,
+            response_body: self.result.response_body.clone(),
+            error: self.result.error.clone(),
         }
-        v
     }
 }
 

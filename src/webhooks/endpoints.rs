@@ -5,14 +5,14 @@
 //! sees only endpoints restricted to a mailbox it reaches; it cannot create an
 //! endpoint for the whole account nor clear `mailbox_id` (403).
 
-use serde_json::{Value, json};
-
 use crate::auth::{ApiKey, Reach};
 use crate::clock;
 use crate::core::error::{CoreError, Problems};
 use crate::core::events::EVENT_TYPES;
 use crate::core::mailboxes;
 use crate::ids;
+use crate::model::Timestamp;
+use crate::model::webhooks::{self as model, AllEvents, EventName, EventSubscription};
 use crate::sql;
 use crate::store::{Db, RowExt, Sql};
 use crate::webhooks::sender::Sender;
@@ -63,22 +63,40 @@ impl Webhook {
     }
 
     /// The spec's Webhook object, never with the secret.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "object": "webhook",
-            "id": self.id,
-            "url": self.url,
-            "description": self.description,
-            "events": self.events,
-            "enabled": self.enabled,
-            "mailbox_id": self.mailbox_id,
-            "last_status": self.last_status,
-            "last_delivered_at": clock::iso_opt(self.last_delivered_at),
-            "last_error_at": clock::iso_opt(self.last_error_at),
-            "last_error": self.last_error,
-            "consecutive_failures": self.consecutive_failures,
-            "created_at": clock::iso(self.created_at),
-        })
+    pub fn to_wire(&self) -> model::Webhook {
+        model::Webhook {
+            object: model::WebhookObject,
+            id: self.id.clone(),
+            url: self.url.clone(),
+            description: self.description.clone(),
+            // Stored lists were validated on write; a name this build no
+            // longer knows cannot be answered as an event name.
+            events: self
+                .events
+                .iter()
+                .filter_map(|e| match e.as_str() {
+                    "*" => Some(EventSubscription::All(AllEvents)),
+                    name => EventName::parse(name).map(EventSubscription::Event),
+                })
+                .collect(),
+            enabled: self.enabled,
+            mailbox_id: self.mailbox_id.clone(),
+            last_status: self.last_status,
+            last_delivered_at: Timestamp::opt(self.last_delivered_at),
+            last_error_at: Timestamp::opt(self.last_error_at),
+            last_error: self.last_error.clone(),
+            consecutive_failures: self.consecutive_failures,
+            created_at: Timestamp(self.created_at),
+            secret: None,
+        }
+    }
+
+    /// The Webhook object with its secret: on creation and on rotation only.
+    pub fn to_wire_with_secret(&self, secret: String) -> model::Webhook {
+        model::Webhook {
+            secret: Some(secret),
+            ..self.to_wire()
+        }
     }
 
     /// Whether an event of `event_type` for `mailbox_id` goes to this endpoint.
@@ -149,7 +167,7 @@ pub fn validate_events(problems: &mut Problems, events: &[String]) -> Vec<String
     let unknown: Vec<&str> = events
         .iter()
         .map(String::as_str)
-        .filter(|e| *e != "*" && !EVENT_TYPES.contains(e))
+        .filter(|e| *e != "*" && EventName::parse(e).is_none())
         .collect();
     if !unknown.is_empty() {
         problems.add(

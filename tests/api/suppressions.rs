@@ -587,3 +587,27 @@ async fn a_provider_account_with_sending_paused_is_429_before_the_provider() {
     assert!(r.header("retry-after").is_some());
     assert_eq!(email_count(&app).await, 0);
 }
+
+#[tokio::test]
+async fn an_unknown_reason_is_refused_when_listing_and_adding() {
+    let app = spawn_app().await;
+    let r = app.get("/api/v1/suppressions?reason=spam").await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "reason", "{}", r.text);
+    let r = app
+        .post(
+            "/api/v1/suppressions",
+            json!({"address": "x@y.com", "reason": "spam"}),
+        )
+        .await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "reason", "{}", r.text);
+    let r = app
+        .post(
+            "/api/v1/suppressions",
+            json!({"address": "x@y.com", "reason": "complaint"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["reason"], "complaint");
+}

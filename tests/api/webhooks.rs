@@ -840,3 +840,17 @@ async fn delivery_log_pages_and_filters() {
     .unwrap();
     assert_eq!(n, 0);
 }
+
+#[tokio::test]
+async fn an_unknown_event_filter_is_refused() {
+    let app = spawn_app().await;
+    let r = app
+        .get("/api/v1/webhook-deliveries?event=email.exploded")
+        .await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "event", "{}", r.text);
+    let r = app
+        .get("/api/v1/webhook-deliveries?event=webhook.test")
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+}

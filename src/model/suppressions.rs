@@ -1,0 +1,94 @@
+//! Suppressions on the wire: addresses mail will not be sent to.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::Timestamp;
+
+crate::object_tag!(SuppressionObject, "suppression");
+
+/// Why an address is suppressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SuppressionReason {
+    /// Added by hand.
+    Manual,
+    /// A permanent bounce.
+    Bounce,
+    /// The recipient complained.
+    Complaint,
+}
+
+impl SuppressionReason {
+    pub const ALL: [SuppressionReason; 3] = [
+        SuppressionReason::Manual,
+        SuppressionReason::Bounce,
+        SuppressionReason::Complaint,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuppressionReason::Manual => "manual",
+            SuppressionReason::Bounce => "bounce",
+            SuppressionReason::Complaint => "complaint",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SuppressionReason> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// An address mail will not be sent to.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Suppression {
+    pub object: SuppressionObject,
+    /// Suppression id (`sup_…`).
+    pub id: String,
+    /// The suppressed address.
+    pub address: String,
+    pub reason: SuppressionReason,
+    /// Diagnostic detail of the bounce or complaint.
+    #[schema(required = true)]
+    pub detail: Option<String>,
+    /// The sending domain that caused it.
+    #[schema(required = true)]
+    pub domain: Option<String>,
+    /// The message that caused it.
+    #[schema(required = true)]
+    pub message_id: Option<String>,
+    /// When it was added.
+    pub created_at: Timestamp,
+}
+
+/// The body of `POST /suppressions`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SuppressionCreate {
+    /// The address to suppress.
+    #[schema(format = Email)]
+    pub address: String,
+    /// Default `manual`.
+    #[schema(default = "manual")]
+    pub reason: Option<SuppressionReason>,
+}
+
+/// A removed suppression.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SuppressionDeleted {
+    pub object: SuppressionObject,
+    /// Suppression id.
+    pub id: String,
+    /// The address.
+    pub address: String,
+    pub deleted: bool,
+}
+
+/// The filters of `GET /suppressions`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SuppressionFilter {
+    /// Exact address (an empty value is no filter).
+    pub address: Option<String>,
+    /// Why the address is suppressed.
+    pub reason: Option<SuppressionReason>,
+}
