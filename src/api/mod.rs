@@ -43,13 +43,16 @@ fn documented_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(labels::list, labels::create))
         .routes(routes!(labels::get, labels::update, labels::delete))
-        .routes(routes!(emails::list))
+        .routes(routes!(emails::list, emails::send))
+        .routes(routes!(emails::batch))
         .routes(routes!(emails::get))
         .routes(routes!(emails::attachment))
         .routes(routes!(messages::list))
         .routes(routes!(contacts::list))
         .routes(routes!(threads::list))
         .routes(routes!(threads::get, threads::patch, threads::delete))
+        .routes(routes!(threads::reply))
+        .routes(routes!(drafts::send))
         .routes(routes!(drafts::list, drafts::create))
         .routes(routes!(drafts::get, drafts::update, drafts::delete))
         .routes(routes!(messages::get, messages::patch))
@@ -68,15 +71,11 @@ pub fn router(state: AppState) -> Router {
         .route("/me", get(ops::me))
         .route("/provider", get(tracking::provider))
         // Sending is not typed yet: its method joins the documented list's path.
-        .route("/emails", post(emails::send))
-        .route("/emails/batch", post(emails::batch))
         .route(
             "/suppressions",
             get(suppressions::list).post(suppressions::add),
         )
         .route("/suppressions/{id}", delete(suppressions::remove))
-        .route("/threads/{id}/reply", post(threads::reply))
-        .route("/drafts/{id}/send", post(drafts::send))
         .route("/domains", get(domains::list).post(domains::create))
         .route(
             "/domains/{id}",

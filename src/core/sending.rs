@@ -6,12 +6,10 @@
 //! failed) with its events, so no answered send is lost or hidden. The
 //! crash window this leaves is described in the README ("Sending path").
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine;
 use bytes::Bytes;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::{ApiKey, address_domain};
@@ -29,6 +27,8 @@ use crate::core::threads::{self, ThreadContribution};
 use crate::core::validate;
 use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
+use crate::model::drafts::OneOrMany;
+use crate::model::sending::{SendRequest, SendResult};
 use crate::provider::{OutgoingMessage, Provider, ProviderError};
 use crate::sql;
 use crate::store::{Backend, Db, JobFuture, RowExt, SharedText, Sql, Tx, execute_all};
@@ -44,51 +44,6 @@ pub const MAX_HEADERS: usize = 50;
 pub const MAX_TAGS: usize = 50;
 /// Open-tracking tokens: 10 characters of time, then 32 random ones.
 pub const OPEN_TOKEN_LEN: usize = 42;
-
-/// A string or an array of strings.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    pub fn into_vec(self) -> Vec<String> {
-        match self {
-            OneOrMany::One(s) => vec![s],
-            OneOrMany::Many(v) => v,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct AttachmentBody {
-    pub filename: Option<String>,
-    pub content: String,
-    pub content_type: Option<String>,
-    pub content_id: Option<String>,
-}
-
-/// The JSON body of POST /emails, as the spec lists it.
-#[derive(Debug, Clone, Deserialize)]
-pub struct SendBody {
-    pub from: String,
-    pub to: OneOrMany,
-    pub cc: Option<OneOrMany>,
-    pub bcc: Option<OneOrMany>,
-    pub reply_to: Option<String>,
-    pub subject: Option<String>,
-    pub html: Option<String>,
-    pub text: Option<String>,
-    pub headers: Option<BTreeMap<String, String>>,
-    pub thread_id: Option<String>,
-    pub in_reply_to: Option<String>,
-    pub references: Option<OneOrMany>,
-    pub attachments: Option<Vec<AttachmentBody>>,
-    /// Only counted (see [`MAX_TAGS`]); any JSON is accepted.
-    pub tags: Option<Value>,
-}
 
 /// A validated send: every value well-formed.
 #[derive(Debug, Clone)]
@@ -230,7 +185,7 @@ fn decode_attachment(content: String) -> Option<Bytes> {
 }
 
 /// Checks every field, collecting all problems; the first names `param`.
-pub fn validate(body: SendBody) -> Result<SendInput, CoreError> {
+pub fn validate(body: SendRequest) -> Result<SendInput, CoreError> {
     let mut p = Problems::new();
     let from = p.check("from", validate::mailbox(&body.from));
     let to = addresses(&mut p, "to", body.to.into_vec());
@@ -417,7 +372,7 @@ pub fn validate(body: SendBody) -> Result<SendInput, CoreError> {
 
 /// [`validate`], on a blocking thread when the attachments are large:
 /// decoding megabytes of base64 would hold a worker of the runtime.
-pub async fn validate_aside(body: SendBody) -> Result<SendInput, CoreError> {
+pub async fn validate_aside(body: SendRequest) -> Result<SendInput, CoreError> {
     let size = body
         .attachments
         .iter()
@@ -440,17 +395,17 @@ pub struct SendOutcome {
 }
 
 impl SendOutcome {
-    pub fn to_json(&self) -> Value {
+    pub fn to_wire(&self) -> SendResult {
         let m = &self.message;
-        json!({
-            "id": m.id,
-            "message_id": m.message_id,
-            "provider_message_id": m.provider_message_id,
-            "thread_id": m.thread_id,
-            "from": m.from_address,
-            "to": m.to,
-            "subject": m.subject,
-        })
+        SendResult {
+            id: m.id.clone(),
+            message_id: m.message_id.clone(),
+            provider_message_id: m.provider_message_id.clone(),
+            thread_id: m.thread_id.clone(),
+            from: m.from_address.clone(),
+            to: m.to.clone(),
+            subject: m.subject.clone(),
+        }
     }
 }
 
@@ -1167,7 +1122,7 @@ async fn record(
 mod tests {
     use super::*;
 
-    fn body(v: Value) -> SendBody {
+    fn body(v: Value) -> SendRequest {
         serde_json::from_value(v).unwrap()
     }
 

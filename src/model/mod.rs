@@ -11,6 +11,7 @@ mod envelope;
 pub mod labels;
 pub mod messages;
 pub mod query;
+pub mod sending;
 pub mod threads;
 mod time;
 
