@@ -22,7 +22,7 @@ use crate::core::sending;
 use crate::core::validate;
 use crate::error::{ApiError, ApiResult, Problems};
 use crate::model::List;
-use crate::model::messages::{EmailListQuery, FileBytes, Message, MessageDetail, SentStatus};
+use crate::model::messages::{EmailListQuery, FileBytes, Message, MessageDetail, MessageStatus};
 use crate::model::sending::{
     BatchItem, BatchObject, BatchRequest, BatchResult, SendRequest, SendResult,
 };
@@ -396,10 +396,10 @@ pub async fn list(
     let mut f = SentFilter::default();
     if let Some(raw) = params.text("status") {
         for x in raw.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            match SentStatus::parse(x) {
+            match MessageStatus::parse_sent(x) {
                 Some(st) => f.statuses.push(st),
                 None => {
-                    let all: Vec<&str> = SentStatus::ALL.iter().map(|s| s.as_str()).collect();
+                    let all: Vec<&str> = MessageStatus::SENT.iter().map(|s| s.as_str()).collect();
                     p.add(
                         "status",
                         format!("unknown status {x:?}; one of {}", all.join(", ")),

@@ -28,6 +28,7 @@ use crate::core::validate;
 use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::model::drafts::OneOrMany;
+use crate::model::messages::MessageStatus;
 use crate::model::sending::{SendRequest, SendResult};
 use crate::provider::{OutgoingMessage, Provider, ProviderError};
 use crate::sql;
@@ -565,7 +566,7 @@ impl AcceptedSend {
             new_mailbox,
             done_at,
         } = self;
-        message.status = "failed".into();
+        message.status = MessageStatus::Failed;
         message.error = Some(SHORT_RECORD_ERROR.into());
         message.has_attachments = false;
         let bodies = Bodies {
@@ -691,7 +692,7 @@ fn message_insert(m: &Message, bodies: &Bodies, open_token: Option<String>) -> S
         m.headers.to_string(),
         m.in_reply_to.clone(),
         m.references.clone(),
-        &m.status,
+        m.status.as_str(),
         m.error.clone(),
         open_token,
         m.has_attachments,
@@ -883,12 +884,12 @@ pub async fn start(
     };
     let done_at = clock::now_micros();
     let (status, provider_message_id, error, event, failure) = match outcome {
-        Ok(pid) => ("sent", Some(pid), None, "email.sent", None),
+        Ok(pid) => (MessageStatus::Sent, Some(pid), None, "email.sent", None),
         Err(e) => {
             let text = e.to_string();
             let (status, event, err) = match e {
                 ProviderError::Rejected(m) | ProviderError::NotFound(m) => (
-                    "rejected",
+                    MessageStatus::Rejected,
                     "email.rejected",
                     CoreError::invalid("body", format!("the provider rejected the message: {m}")),
                 ),
@@ -896,7 +897,7 @@ pub async fn start(
                     message,
                     retry_after_secs,
                 } => (
-                    "failed",
+                    MessageStatus::Failed,
                     "email.failed",
                     CoreError::RateLimited {
                         message: format!("the provider is throttling sends: {message}"),
@@ -904,7 +905,7 @@ pub async fn start(
                     },
                 ),
                 ProviderError::Unavailable(m) => (
-                    "failed",
+                    MessageStatus::Failed,
                     "email.failed",
                     CoreError::Upstream {
                         kind: crate::core::error::UpstreamKind::Unavailable,
@@ -949,7 +950,7 @@ pub async fn start(
         ),
         in_reply_to: input.in_reply_to.clone(),
         references: (!input.references.is_empty()).then(|| input.references.join(" ")),
-        status: status.into(),
+        status,
         error,
         opened_at: None,
         open_count: 0,
@@ -958,14 +959,14 @@ pub async fn start(
         has_attachments: !input.attachments.is_empty(),
         api_key_id: Some(key.id.clone()),
         created_at: now,
-        sent_at: (status == "sent").then_some(done_at),
+        sent_at: (status == MessageStatus::Sent).then_some(done_at),
         received_at: None,
     };
     let backend = ctx.db.backend();
     let new_mailbox = new_mailbox.then_some(mailbox);
     let recipient_count = recipients.len();
     let input = Arc::new(input);
-    let accepted = (status == "sent").then(|| AcceptedSend {
+    let accepted = (status == MessageStatus::Sent).then(|| AcceptedSend {
         db: ctx.db.clone(),
         message: message.clone(),
         bodies: bodies.clone(),
@@ -1098,7 +1099,7 @@ async fn record(
             a.content.clone()
         ));
     }
-    if m.status == "sent" {
+    if m.status == MessageStatus::Sent {
         writes.push(sql!(
             "INSERT INTO message_events (id, message_id, type, recipient, detail, occurred_at, created_at) \
              VALUES ($1, $2, 'send', NULL, NULL, $3, $3)",
@@ -1108,7 +1109,7 @@ async fn record(
         ));
     }
     let mut data = json!({ "email": m.summary_json(), "occurred_at": clock::iso(done_at) });
-    if m.status == "sent" {
+    if m.status == MessageStatus::Sent {
         data["sent_at"] = json!(clock::iso(done_at));
     }
     writes.push(events::emit_statement(event, Some(&m.mailbox_id), data).1);
@@ -1318,7 +1319,7 @@ mod tests {
                 headers: json!({}),
                 in_reply_to: None,
                 references: None,
-                status: "sent".into(),
+                status: MessageStatus::Sent,
                 error: None,
                 opened_at: None,
                 open_count: 0,
