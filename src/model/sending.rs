@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::openapi::Ref;
-use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::openapi::schema::{
+    ArrayBuilder, KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type,
+};
 use utoipa::openapi::{RefOr, schema::SchemaType};
 use utoipa::{PartialSchema, ToSchema};
 
@@ -17,12 +19,45 @@ crate::object_tag!(BatchObject, "batch");
 /// Messages one batch may hold.
 pub const MAX_BATCH: usize = 100;
 
-/// A non-empty string: the server refuses an empty address.
-fn non_empty(doc: &str) -> ObjectBuilder {
+/// An address, which the server checks: `format: email` (an addr-spec),
+/// though `Name <address>` is accepted as well.
+fn address(doc: &str) -> ObjectBuilder {
     ObjectBuilder::new()
         .schema_type(Type::String)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Email)))
         .min_length(Some(1))
         .description(Some(doc))
+}
+
+/// One Message-ID, angle brackets optional: visible ASCII with an `@`.
+const MESSAGE_ID: &str = "^<?[!-;=?-~]*@[!-;=?-~]*>?$";
+/// Message-IDs separated by white space.
+const MESSAGE_IDS: &str = "^\\s*(<?[!-;=?-~]*@[!-;=?-~]*>?\\s+)*(<?[!-;=?-~]*@[!-;=?-~]*>?)?\\s*$";
+
+fn message_ids() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(MESSAGE_IDS))
+}
+
+fn sender() -> RefOr<Schema> {
+    address("An address on a verified domain; `Name <address>` accepted.").into()
+}
+
+fn reply_to() -> RefOr<Schema> {
+    address("One address; `Name <address>` accepted.").into()
+}
+
+fn in_reply_to() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(MESSAGE_ID))
+        .max_length(Some(902))
+        .description(Some(
+            "In-Reply-To, for callers building threads themselves: one Message-ID, angle \
+             brackets optional.",
+        ))
+        .into()
 }
 
 /// One address, or a list of them (`min_items` for a list that may not be
@@ -30,10 +65,10 @@ fn non_empty(doc: &str) -> ObjectBuilder {
 fn addresses(doc: &str, min_items: Option<usize>) -> RefOr<Schema> {
     OneOfBuilder::new()
         .description(Some(doc))
-        .item(non_empty("One address; `Name <address>` accepted."))
+        .item(address("One address; `Name <address>` accepted."))
         .item(
             ArrayBuilder::new()
-                .items(non_empty("An address; `Name <address>` accepted."))
+                .items(address("An address; `Name <address>` accepted."))
                 .min_items(min_items),
         )
         .into()
@@ -57,8 +92,8 @@ fn references() -> RefOr<Schema> {
             "References, for callers building threads themselves: Message-IDs, \
              one per entry or several separated by white space.",
         ))
-        .item(ObjectBuilder::new().schema_type(Type::String))
-        .item(ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)))
+        .item(message_ids())
+        .item(ArrayBuilder::new().items(message_ids()))
         .into()
 }
 
@@ -87,24 +122,79 @@ fn tags() -> RefOr<Schema> {
         .into()
 }
 
+/// One line: no control character but tab.
+const ONE_LINE: &str = "[^\\x00-\\x08\\x0a-\\x1f\\x7f-\\x9f]";
+
+fn pattern(doc: &str, pattern: String, max_length: usize) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(pattern))
+        .max_length(Some(max_length))
+        .description(Some(doc))
+        .into()
+}
+
+fn filename() -> RefOr<Schema> {
+    pattern(
+        "File name: one line of at most 255 characters, not blank. The server lets it out \
+         when `content_id` is set (an inline image).",
+        format!("^{ONE_LINE}*[^\\s\\x00-\\x1f\\x7f-\\x9f]{ONE_LINE}*$"),
+        255,
+    )
+}
+
+/// Strict base64 (padded, no stray bits), after an optional `data:` prefix.
+fn base64_content() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(
+            "^(data:[^,]*,)?([A-Za-z0-9+/]{4})*([A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$",
+        ))
+        .description(Some(
+            "Base64; a leading `data:…;base64,` prefix is stripped (the server also skips white \
+             space).",
+        ))
+        .into()
+}
+
+fn content_type() -> RefOr<Schema> {
+    pattern(
+        "Media type (`type/subtype`); guessed from the file name when absent.",
+        format!("^{ONE_LINE}*/{ONE_LINE}*$"),
+        255,
+    )
+}
+
+fn content_id() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some("^<?[!-;=?-~]+>?$"))
+        .description(Some(
+            "When set, the file is embedded inline and referenced from HTML as \
+             `cid:<content_id>`.",
+        ))
+        .into()
+}
+
 /// A file to send.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct AttachmentInput {
-    /// File name; required unless `content_id` is set.
+    // Documented as required: the server asks for it unless `content_id`
+    // is set, which a schema of one object cannot say.
+    #[schema(schema_with = filename, required = true)]
     pub filename: Option<String>,
-    /// Base64; a leading `data:…;base64,` prefix is stripped.
+    #[schema(schema_with = base64_content)]
     pub content: String,
-    /// Media type; guessed from the file name when absent.
+    #[schema(schema_with = content_type)]
     pub content_type: Option<String>,
-    /// When set, the file is embedded inline and referenced from HTML as `cid:<content_id>`.
+    #[schema(schema_with = content_id)]
     pub content_id: Option<String>,
 }
 
 /// The body of `POST /emails` (and each item of a batch).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct SendRequest {
-    /// An address on a verified domain; `Name <addr>` accepted.
-    #[schema(min_length = 1)]
+    #[schema(schema_with = sender)]
     pub from: String,
     #[schema(schema_with = recipients)]
     pub to: OneOrMany,
@@ -112,7 +202,7 @@ pub struct SendRequest {
     pub cc: Option<OneOrMany>,
     #[schema(schema_with = blind_copies)]
     pub bcc: Option<OneOrMany>,
-    /// One address; `Name <addr>` accepted.
+    #[schema(schema_with = reply_to)]
     pub reply_to: Option<String>,
     /// Defaults to empty; one line of at most 998 characters.
     pub subject: Option<String>,
@@ -124,7 +214,7 @@ pub struct SendRequest {
     pub headers: Option<BTreeMap<String, String>>,
     /// Adds the message to an existing thread.
     pub thread_id: Option<String>,
-    /// In-Reply-To, for callers building threads themselves.
+    #[schema(schema_with = in_reply_to)]
     pub in_reply_to: Option<String>,
     #[schema(schema_with = references)]
     pub references: Option<OneOrMany>,

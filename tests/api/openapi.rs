@@ -430,6 +430,12 @@ async fn send_bodies_are_plain_and_say_what_the_server_refuses() {
     let send = &schemas["SendRequest"];
     assert_eq!(send["required"], json!(["from", "to"]));
     assert_eq!(send["properties"]["from"]["minLength"], 1);
+    assert_eq!(send["properties"]["from"]["format"], "email");
+    assert_eq!(
+        send["properties"]["to"]["oneOf"][1]["items"]["format"],
+        "email"
+    );
+    assert!(send["properties"]["in_reply_to"]["pattern"].is_string());
     assert_eq!(send["properties"]["to"]["oneOf"][0]["minLength"], 1);
     assert_eq!(send["properties"]["to"]["oneOf"][1]["minItems"], 1);
     assert!(send["properties"]["tags"].get("type").is_none());
