@@ -3,7 +3,6 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde_json::Value;
 
 use crate::api::extract::{ApiJson, Auth, Params};
 use crate::api::pagination::{PageQuery, ReadPage};
@@ -16,6 +15,7 @@ use crate::mime::compose::Named;
 use crate::model::drafts::{
     Draft, DraftCreate, DraftListQuery, DraftObject, DraftUpdate, OneOrMany,
 };
+use crate::model::sending::SendResult;
 use crate::model::{Deleted, List};
 
 fn list_of(p: &mut Problems, param: &str, v: Option<OneOrMany>) -> Option<Vec<Named>> {
@@ -162,13 +162,24 @@ pub async fn delete(
     Ok(Json(drafts::delete(&s.db, &key.reach, &id).await?))
 }
 
+/// Send a draft
+///
+/// Sends the draft as it is (it needs a recipient and a body). No request body. Needs `emails:send` as well as `mail:write`.
+#[utoipa::path(post, path = "/drafts/{id}/send", operation_id = "sendDraft",
+    params(("id" = String, Path, description = "The draft's message id (`msg_…`).")),
+    security(("bearer" = ["mail:write", "emails:send"])),
+    responses(
+        (status = 202, description = "Accepted by the provider.", body = SendResult),
+        (status = 422, description = "The draft has no recipient or no body."),
+        (status = 503, description = "The provider could not be reached."),
+    ))]
 pub async fn send(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<SendResult>)> {
     key.require(Scope::MailWrite)?;
     key.require(Scope::EmailsSend)?;
     let outcome = drafts::send(&s, &key, &id).await?;
-    Ok((StatusCode::ACCEPTED, Json(outcome.to_json())))
+    Ok((StatusCode::ACCEPTED, Json(outcome.to_wire())))
 }

@@ -6,7 +6,8 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::api::attachments;
 use crate::api::extract::{Auth, Params, RawBody, parse_json};
@@ -17,15 +18,29 @@ use crate::core::idempotency::{self, Begin};
 use crate::core::memory;
 use crate::core::message_lists::{self, MailboxFilter, SentFilter};
 use crate::core::messages::{self, Direction};
-use crate::core::sending::{self, SendBody};
+use crate::core::sending;
 use crate::core::validate;
 use crate::error::{ApiError, ApiResult, Problems};
 use crate::model::List;
-use crate::model::messages::{EmailListQuery, FileBytes, Message, MessageDetail, SentStatus};
+use crate::model::messages::{EmailListQuery, FileBytes, Message, MessageDetail, MessageStatus};
+use crate::model::sending::{
+    BatchItem, BatchObject, BatchRequest, BatchResult, SendRequest, SendResult,
+};
+use utoipa::IntoParams;
 
-pub const MAX_BATCH: usize = 100;
+pub use crate::model::sending::MAX_BATCH;
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The `Idempotency-Key` header, for the document.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // Read from the headers by [`idempotent`]; this only describes it.
+pub struct IdempotencyKey {
+    /// 1 to 255 characters. Repeating the call with the same key and request replays the first reply (with `Idempotency-Replayed: true`) instead of sending again; a different request with the same key is 409. Kept 24 hours, per API key and endpoint.
+    #[param(rename = "Idempotency-Key", value_type = String, required = false, min_length = 1, max_length = 255)]
+    idempotency_key: Option<String>,
+}
 
 /// The fingerprint of the request body when the request has an
 /// `Idempotency-Key` (`keyed`; see [`idempotent`]), else None without
@@ -50,7 +65,7 @@ fn fingerprint_if_keyed(keyed: bool, body: &[u8]) -> Result<Option<String>, ApiE
 /// must neither cancel a send in the middle of the provider call nor leave
 /// the key `running` over a send that happened, for a retry to take over
 /// once the record is stale and send again.
-async fn idempotent<F, Fut>(
+async fn idempotent<F, Fut, T>(
     state: &AppState,
     key: &ApiKey,
     endpoint: &'static str,
@@ -60,7 +75,8 @@ async fn idempotent<F, Fut>(
 ) -> Result<Response, ApiError>
 where
     F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<(StatusCode, Value), ApiError>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<(StatusCode, T), ApiError>> + Send + 'static,
+    T: Serialize + Send + 'static,
 {
     let idem_key = match headers.get(IDEMPOTENCY_KEY) {
         None => None,
@@ -113,9 +129,11 @@ where
     let db = state.db.clone();
     let key_id = key.id.clone();
     let (status, text) = detached(async move {
-        let (status, body) = match work().await {
-            Ok(answer) => answer,
-            Err(e) if e.took_effect() => (e.status(), e.body()),
+        // Stored as the JSON text it is answered with, so that a replay is
+        // the first reply byte for byte.
+        let (status, text) = match work().await {
+            Ok((status, body)) => (status, to_text(&body)?),
+            Err(e) if e.took_effect() => (e.status(), to_text(&e.body())?),
             Err(e) => {
                 // Failed requests are not stored: the same key may be retried.
                 if let Err(gone) = idempotency::abandon(&db, &key_id, endpoint, &idem_key).await {
@@ -124,7 +142,6 @@ where
                 return Err(e);
             }
         };
-        let text = body.to_string();
         idempotency::finish(&db, &key_id, endpoint, &idem_key, status.as_u16(), &text).await?;
         Ok((status, text))
     })
@@ -148,7 +165,12 @@ async fn detached<T: Send + 'static>(
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("a request's task failed: {e}")))?
 }
 
-fn parse_send(value: Value) -> Result<SendBody, ApiError> {
+fn to_text(body: &impl Serialize) -> Result<String, ApiError> {
+    serde_json::to_string(body)
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("a reply could not be written: {e}")))
+}
+
+fn parse_send(value: Value) -> Result<SendRequest, ApiError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         ApiError::invalid(
@@ -158,6 +180,18 @@ fn parse_send(value: Value) -> Result<SendBody, ApiError> {
     })
 }
 
+/// Send an email
+///
+/// Sends one message from an address on a verified domain. Answers 202 once the provider has accepted it; delivery is reported later as the message's `status` and as webhook events. A key that may not send as `from` gets 403; a suppressed recipient, a bad field or a provider rejection gets 422 (a rejection is recorded with status `rejected`). 429 with `Retry-After` also means the provider's 24-hour quota cannot admit the recipients, or its account's sending is paused (nothing recorded), or the provider throttled the send (recorded `failed`); 503, the provider could not be reached (recorded `failed`), or, with `Retry-After`, the instance had no memory free for a large body within `PIGEONHOLE_MESSAGE_MEMORY_WAIT` (nothing recorded). A 500 whose body carries `id` and `provider_message_id` means the provider accepted the message but its full record failed: it was sent, it is listed with status `failed` and that `error`, and a retry under the same `Idempotency-Key` replays this reply instead of sending again.
+#[utoipa::path(post, path = "/emails", operation_id = "sendEmail",
+    params(IdempotencyKey),
+    request_body = SendRequest,
+    security(("bearer" = ["emails:send"])),
+    responses(
+        (status = 202, description = "Accepted by the provider.", body = SendResult),
+        (status = 409, description = "The Idempotency-Key is in use."),
+        (status = 503, description = "The provider could not be reached, or no memory was free."),
+    ))]
 pub async fn send(
     State(s): State<AppState>,
     Auth(key): Auth,
@@ -172,7 +206,7 @@ pub async fn send(
     let keyed = headers.contains_key(IDEMPOTENCY_KEY);
     let (fingerprint, request) = memory::aside(body.len(), move || {
         let fingerprint = fingerprint_if_keyed(keyed, &body)?;
-        let request: SendBody = parse_json(&body)?;
+        let request: SendRequest = parse_json(&body)?;
         Ok::<_, ApiError>((fingerprint, request))
     })
     .await
@@ -195,12 +229,24 @@ pub async fn send(
                 .await?
                 .finish()
                 .await?;
-            Ok((StatusCode::ACCEPTED, outcome.to_json()))
+            Ok((StatusCode::ACCEPTED, outcome.to_wire()))
         },
     )
     .await
 }
 
+/// Send up to 100 emails
+///
+/// Every message is attempted, in order, one at a time, and recorded whatever its outcome; the reply comes once every attempt is recorded. 202 when all were accepted, 207 when some were not; the per-message outcome is in `data`. The `Idempotency-Key` covers the whole array.
+#[utoipa::path(post, path = "/emails/batch", operation_id = "sendEmailBatch",
+    params(IdempotencyKey),
+    request_body = BatchRequest,
+    security(("bearer" = ["emails:send"])),
+    responses(
+        (status = 202, description = "Every message was accepted.", body = BatchResult),
+        (status = 207, description = "Some messages were not accepted; see each result.", body = BatchResult),
+        (status = 409, description = "The Idempotency-Key is in use."),
+    ))]
 pub async fn batch(
     State(s): State<AppState>,
     Auth(key): Auth,
@@ -245,49 +291,90 @@ pub async fn batch(
         ));
     }
     let (state, caller) = (s.clone(), key.clone());
-    idempotent(&s, &key, "POST /emails/batch", &headers, fingerprint, move || async move {
-        let (s, key) = (state, caller);
-        let mut results = Vec::with_capacity(items.len());
-        let (mut sent, mut failed) = (0, 0);
-        // Sends are attempted in order, one at a time; their records are
-        // committed behind them and waited for together.
-        let mut started = Vec::with_capacity(items.len());
-        for item in items {
-            let input = match parse_send(item) {
-                Ok(body) => sending::validate_aside(body).await.map_err(ApiError::from),
-                Err(e) => Err(e),
-            };
-            started.push(match input {
-                Ok(input) => sending::start(&s, &key, input).await.map_err(ApiError::from),
-                Err(e) => Err(e),
-            });
-        }
-        for (index, pending) in started.into_iter().enumerate() {
-            let outcome = match pending {
-                Ok(p) => p.finish().await.map_err(ApiError::from),
-                Err(e) => Err(e),
-            };
-            match outcome {
-                Ok(o) => {
-                    sent += 1;
-                    results.push(json!({"index": index, "ok": true, "id": o.message.id, "thread_id": o.message.thread_id}));
-                }
-                Err(e) => {
-                    failed += 1;
-                    if let ApiError::Internal(inner) = &e {
-                        tracing::error!(error = format!("{inner:#}"), index, "batch item failed");
+    idempotent(
+        &s,
+        &key,
+        "POST /emails/batch",
+        &headers,
+        fingerprint,
+        move || async move {
+            let (s, key) = (state, caller);
+            let mut results = Vec::with_capacity(items.len());
+            let (mut sent, mut failed) = (0, 0);
+            // Sends are attempted in order, one at a time; their records are
+            // committed behind them and waited for together.
+            let mut started = Vec::with_capacity(items.len());
+            for item in items {
+                let input = match parse_send(item) {
+                    Ok(body) => sending::validate_aside(body).await.map_err(ApiError::from),
+                    Err(e) => Err(e),
+                };
+                started.push(match input {
+                    Ok(input) => sending::start(&s, &key, input)
+                        .await
+                        .map_err(ApiError::from),
+                    Err(e) => Err(e),
+                });
+            }
+            for (index, pending) in (0u32..).zip(started) {
+                let outcome = match pending {
+                    Ok(p) => p.finish().await.map_err(ApiError::from),
+                    Err(e) => Err(e),
+                };
+                match outcome {
+                    Ok(o) => {
+                        sent += 1;
+                        results.push(BatchItem {
+                            index,
+                            ok: true,
+                            id: Some(o.message.id),
+                            thread_id: Some(o.message.thread_id),
+                            error: None,
+                            status: None,
+                        });
                     }
-                    let message = match &e {
-                        ApiError::Internal(_) => "the server failed to handle this email".to_string(),
-                        other => other.to_string(),
-                    };
-                    results.push(json!({"index": index, "ok": false, "error": message, "status": e.status().as_u16()}));
+                    Err(e) => {
+                        failed += 1;
+                        if let ApiError::Internal(inner) = &e {
+                            tracing::error!(
+                                error = format!("{inner:#}"),
+                                index,
+                                "batch item failed"
+                            );
+                        }
+                        let message = match &e {
+                            ApiError::Internal(_) => {
+                                "the server failed to handle this email".to_string()
+                            }
+                            other => other.to_string(),
+                        };
+                        results.push(BatchItem {
+                            index,
+                            ok: false,
+                            id: None,
+                            thread_id: None,
+                            error: Some(message),
+                            status: Some(e.status().as_u16()),
+                        });
+                    }
                 }
             }
-        }
-        let status = if failed == 0 { StatusCode::ACCEPTED } else { StatusCode::MULTI_STATUS };
-        Ok((status, json!({"object": "batch", "sent": sent, "failed": failed, "data": results})))
-    })
+            let status = if failed == 0 {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::MULTI_STATUS
+            };
+            Ok((
+                status,
+                BatchResult {
+                    object: BatchObject,
+                    sent,
+                    failed,
+                    data: results,
+                },
+            ))
+        },
+    )
     .await
 }
 
@@ -309,10 +396,10 @@ pub async fn list(
     let mut f = SentFilter::default();
     if let Some(raw) = params.text("status") {
         for x in raw.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            match SentStatus::parse(x) {
+            match MessageStatus::parse_sent(x) {
                 Some(st) => f.statuses.push(st),
                 None => {
-                    let all: Vec<&str> = SentStatus::ALL.iter().map(|s| s.as_str()).collect();
+                    let all: Vec<&str> = MessageStatus::SENT.iter().map(|s| s.as_str()).collect();
                     p.add(
                         "status",
                         format!("unknown status {x:?}; one of {}", all.join(", ")),

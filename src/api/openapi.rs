@@ -20,7 +20,8 @@ use serde_json::{Map, Value, json};
 
 use crate::api::pagination::{DEFAULT_LIMIT, MAX_LIMIT};
 
-/// Who may call an operation.
+/// Who may call an operation (only public operations are left here).
+#[allow(dead_code)]
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Access {
     /// No API key (health, metrics, the tracking image, SNS, this document).
@@ -203,99 +204,6 @@ static OPS: &[Op] = &[
         )],
         ..BASE
     },
-    Op {
-        method: "post",
-        path: "/api/v1/emails",
-        id: "sendEmail",
-        access: Access::Scope("emails:send"),
-        summary: "Send an email",
-        doc: "Sends one message from an address on a verified domain. Answers 202 once the \
-              provider has accepted it; delivery is reported later as the message's `status` and \
-              as webhook events. A key that may not send as `from` gets 403; a suppressed \
-              recipient, a bad field or a provider rejection gets 422 (a rejection is recorded \
-              with status `rejected`). 429 with `Retry-After` also means the provider's 24-hour \
-              quota cannot admit the recipients, or its account's sending is paused (nothing \
-              recorded), or the provider throttled the send (recorded `failed`); 503, the \
-              provider could not be reached (recorded `failed`), or, with `Retry-After`, the \
-              instance had no memory free for a large body within \
-              `PIGEONHOLE_MESSAGE_MEMORY_WAIT` (nothing recorded). A 500 whose body carries `id` \
-              and `provider_message_id` means the provider accepted the message but its full \
-              record failed: it was sent, it is listed with status `failed` and that `error`, \
-              and a retry under the same `Idempotency-Key` replays this reply instead of \
-              sending again.",
-        idempotent: true,
-        body: Content::Json("SendRequest"),
-        replies: &[ok(
-            202,
-            "Accepted by the provider.",
-            Content::Json("SendResult"),
-        )],
-        errors: &[401, 403, 409, 413, 422, 429, 500, 503],
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/emails/batch",
-        id: "sendEmailBatch",
-        access: Access::Scope("emails:send"),
-        summary: "Send up to 100 emails",
-        doc: "Every message is attempted, in order, one at a time, and recorded whatever \
-              its outcome; the reply comes once every attempt is recorded. 202 when all were \
-              accepted, 207 when some were not; the per-message outcome is in `data`. The \
-              `Idempotency-Key` covers the whole array.",
-        idempotent: true,
-        body: Content::Json("BatchRequest"),
-        replies: &[
-            ok(
-                202,
-                "Every message was accepted.",
-                Content::Json("BatchResult"),
-            ),
-            ok(
-                207,
-                "Some messages were not accepted; see each result.",
-                Content::Json("BatchResult"),
-            ),
-        ],
-        errors: &[401, 403, 409, 413, 422, 429, 500],
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/threads/{id}/reply",
-        id: "replyToThread",
-        access: Access::Scope("mail:write"),
-        summary: "Reply in a thread",
-        doc: "Recipients, subject and threading headers are derived from the last message of \
-              the thread unless given. Answers 202 once the provider accepted the reply.",
-        path_params: &[("id", "The thread id (`thr_…`).")],
-        body: Content::Json("ReplyRequest"),
-        replies: &[ok(
-            202,
-            "Accepted by the provider.",
-            Content::Json("SendResult"),
-        )],
-        errors: &[401, 403, 404, 413, 422, 429, 500, 503],
-        ..BASE
-    },
-    Op {
-        method: "post",
-        path: "/api/v1/drafts/{id}/send",
-        id: "sendDraft",
-        access: Access::Scope("mail:write"),
-        also: &["emails:send"],
-        summary: "Send a draft",
-        doc: "Sends the draft as it is (it needs a recipient and a body). No request body. \
-              Needs `emails:send` as well as `mail:write`.",
-        path_params: &[("id", "The draft's message id (`msg_…`).")],
-        replies: &[ok(
-            202,
-            "Accepted by the provider.",
-            Content::Json("SendResult"),
-        )],
-        errors: &[401, 403, 404, 422, 429, 500, 503],
-        ..BASE
-    },
 ];
 
 // ---------------------------------------------------------------- schemas
@@ -308,24 +216,12 @@ fn string(doc: &str) -> Value {
     json!({ "type": "string", "description": doc })
 }
 
-fn string_or_null(doc: &str) -> Value {
-    json!({ "type": ["string", "null"], "description": doc })
-}
-
 fn boolean(doc: &str) -> Value {
     json!({ "type": "boolean", "description": doc })
 }
 
-fn integer(doc: &str) -> Value {
-    json!({ "type": "integer", "description": doc })
-}
-
 fn time(doc: &str) -> Value {
     json!({ "type": "string", "format": "date-time", "description": doc })
-}
-
-fn strings(doc: &str) -> Value {
-    json!({ "type": "array", "items": { "type": "string" }, "description": doc })
 }
 
 fn constant(value: &str) -> Value {
@@ -352,16 +248,6 @@ fn input(doc: &str, required: &[&str], props: Value) -> Value {
         v["required"] = json!(required);
     }
     v
-}
-
-fn one_or_many(doc: &str) -> Value {
-    json!({
-        "description": doc,
-        "oneOf": [
-            { "type": "string" },
-            { "type": "array", "items": { "type": "string" } },
-        ],
-    })
 }
 
 /// The component schemas.
@@ -430,98 +316,6 @@ fn schemas() -> Value {
             json!({ "type": "object", "description": "An OpenAPI 3.1 document.", "required": ["openapi", "info", "paths"] }),
         ),
         (
-            "AttachmentInput",
-            input(
-                "A file to send.",
-                &["content"],
-                json!({
-                    "filename": string("File name."),
-                    "content": string("Base64; a leading `data:…;base64,` prefix is stripped."),
-                    "content_type": string("Media type; guessed from the file name when absent."),
-                    "content_id": string("When set, the file is embedded inline and referenced from HTML as `cid:<content_id>`."),
-                }),
-            ),
-        ),
-        (
-            "SendRequest",
-            input(
-                "The body of `POST /emails`.",
-                &["from", "to"],
-                json!({
-                    "from": string("An address on a verified domain; `Name <addr>` accepted."),
-                    "to": one_or_many("Recipients."),
-                    "cc": one_or_many("Copy recipients."),
-                    "bcc": one_or_many("Blind-copy recipients."),
-                    "reply_to": string("One address."),
-                    "subject": string("Defaults to empty."),
-                    "html": string("HTML body."),
-                    "text": string("Plain-text body."),
-                    "headers": { "type": "object", "maxProperties": 50, "additionalProperties": { "type": "string" }, "description": "Extra headers, name to value; at most 50. Headers the service writes (From, Subject, Message-ID…) and every `X-SES-*` header (instructions to SES, such as `X-SES-CONFIGURATION-SET`) are refused with 422 naming `headers.<name>`." },
-                    "thread_id": string("Adds the message to an existing thread."),
-                    "in_reply_to": string("In-Reply-To, for callers building threads themselves."),
-                    "references": one_or_many("References, for callers building threads themselves."),
-                    "attachments": { "type": "array", "maxItems": 20, "items": r("AttachmentInput") },
-                    "tags": { "type": ["array", "object"], "maxItems": 50, "maxProperties": 50, "description": "Not used by this service (neither stored nor passed to the provider); accepted for compatibility, at most 50 entries as SES allows." },
-                }),
-            ),
-        ),
-        (
-            "SendResult",
-            object(
-                "What a successful send answers.",
-                json!({
-                    "id": string("`msg_` prefix."),
-                    "message_id": string("RFC 5322 Message-ID, in angle brackets."),
-                    "provider_message_id": string_or_null("The provider's own id."),
-                    "thread_id": string("`thr_` prefix."),
-                    "from": string("Bare sender address."),
-                    "to": strings("Recipients."),
-                    "subject": string("Subject."),
-                }),
-            ),
-        ),
-        (
-            "BatchRequest",
-            json!({
-                "description": "An array of send bodies, or an object with an `emails` array; 1 to 100 messages.",
-                "oneOf": [
-                    { "type": "array", "minItems": 1, "maxItems": 100, "items": r("SendRequest") },
-                    {
-                        "type": "object",
-                        "required": ["emails"],
-                        "properties": { "emails": { "type": "array", "minItems": 1, "maxItems": 100, "items": r("SendRequest") } },
-                    },
-                ],
-            }),
-        ),
-        (
-            "BatchResult",
-            object(
-                "Per-message outcomes of a batch, in input order.",
-                json!({
-                    "object": constant("batch"),
-                    "sent": integer("Messages accepted."),
-                    "failed": integer("Messages not accepted."),
-                    "data": { "type": "array", "items": r("BatchItem") },
-                }),
-            ),
-        ),
-        (
-            "BatchItem",
-            json!({
-                "type": "object",
-                "required": ["index", "ok"],
-                "properties": {
-                    "index": integer("Position in the input."),
-                    "ok": boolean("Whether this message was accepted."),
-                    "id": string("When ok: `msg_` id."),
-                    "thread_id": string("When ok: `thr_` id."),
-                    "error": string("When not ok: why."),
-                    "status": integer("When not ok: the HTTP status this message alone would have had."),
-                },
-            }),
-        ),
-        (
             "LabelRef",
             object(
                 "A label as embedded in a thread.",
@@ -577,26 +371,6 @@ fn schemas() -> Value {
                     "deleted": { "const": true },
                 }),
             ),
-        ),
-        (
-            "ReplyRequest",
-            json!({
-                "type": "object",
-                "description": "The body of `POST /threads/{id}/reply`: `text`, `html` or both.",
-                "anyOf": [{ "required": ["text"] }, { "required": ["html"] }],
-                "properties": {
-                    "text": string("Plain-text body."),
-                    "html": string("HTML body."),
-                    "reply_all": { "type": "boolean", "default": false, "description": "Also answer everyone else on the last message." },
-                    "to": one_or_many("Replaces the worked-out recipients."),
-                    "cc": one_or_many("Replaces the worked-out copy recipients."),
-                    "bcc": one_or_many("Blind-copy recipients."),
-                    "subject": string("Defaults to `Re: ` plus the thread subject."),
-                    "quote": { "type": "boolean", "default": true, "description": "Append the message being answered." },
-                    "headers": { "type": "object", "maxProperties": 50, "additionalProperties": { "type": "string" }, "description": "Extra headers, name to value; at most 50. Headers the service writes (From, Subject, Message-ID…) and every `X-SES-*` header (instructions to SES, such as `X-SES-CONFIGURATION-SET`) are refused with 422 naming `headers.<name>`." },
-                    "attachments": { "type": "array", "maxItems": 20, "items": r("AttachmentInput") },
-                },
-            }),
         ),
         (
             "SnsMessage",

@@ -3,19 +3,19 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::Value;
 
 use crate::api::emails::mailbox_filter;
 use crate::api::extract::{ApiJson, Auth, Params, RawBody, parse_json};
 use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::Scope;
-use crate::core::sending::{self, AttachmentBody, OneOrMany, SendBody};
+use crate::core::sending;
 use crate::core::thread_actions::{self, ReplyInput, ThreadFilter, ThreadPatch};
 use crate::error::{ApiError, ApiResult, Problems};
 use crate::model::List;
+use crate::model::drafts::OneOrMany;
 use crate::model::messages::Folder;
+use crate::model::sending::{ReplyRequest, SendRequest, SendResult};
 use crate::model::threads::{
     Thread as WireThread, ThreadDeleteQuery, ThreadDeleted, ThreadDetail, ThreadListQuery,
     ThreadReadQuery, ThreadUpdate,
@@ -171,35 +171,31 @@ pub async fn delete(
     ))
 }
 
-#[derive(Deserialize)]
-pub struct ReplyBody {
-    text: Option<String>,
-    html: Option<String>,
-    #[serde(default)]
-    reply_all: bool,
-    to: Option<OneOrMany>,
-    cc: Option<OneOrMany>,
-    bcc: Option<OneOrMany>,
-    subject: Option<String>,
-    quote: Option<bool>,
-    headers: Option<std::collections::BTreeMap<String, String>>,
-    attachments: Option<Vec<AttachmentBody>>,
-}
-
+/// Reply in a thread
+///
+/// Recipients, subject and threading headers are derived from the last message of the thread unless given. Answers 202 once the provider accepted the reply.
+#[utoipa::path(post, path = "/threads/{id}/reply", operation_id = "replyToThread",
+    params(("id" = String, Path, description = "The thread id (`thr_…`).")),
+    request_body = ReplyRequest,
+    security(("bearer" = ["mail:write"])),
+    responses(
+        (status = 202, description = "Accepted by the provider.", body = SendResult),
+        (status = 503, description = "The provider could not be reached."),
+    ))]
 pub async fn reply(
     State(s): State<AppState>,
     Auth(key): Auth,
     Path(id): Path<String>,
     RawBody(body): RawBody,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<SendResult>)> {
     key.require(Scope::MailWrite)?;
-    let mut b: ReplyBody = parse_json(&body)?;
+    let mut b: ReplyRequest = parse_json(&body)?;
     drop(body);
     if b.text.is_none() && b.html.is_none() {
         return Err(ApiError::invalid("text", "give text, html or both"));
     }
     // Reuse the send validation for addresses, headers and attachments.
-    let probe = SendBody {
+    let probe = SendRequest {
         from: "reply@validation.invalid".into(),
         to: b
             .to
@@ -238,5 +234,5 @@ pub async fn reply(
         },
     )
     .await?;
-    Ok((StatusCode::ACCEPTED, Json(outcome.to_json())))
+    Ok((StatusCode::ACCEPTED, Json(outcome.to_wire())))
 }

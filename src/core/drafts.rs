@@ -2,14 +2,13 @@
 //! `drafts`), are excluded from `/emails`, stay put when the thread moves,
 //! and sending one turns it into a sent message in the same thread.
 
-use crate::app::AppState;
 use crate::auth::{ApiKey, Reach, address_domain};
 use crate::clock;
 use crate::core::error::CoreError;
 use crate::core::mailboxes;
 use crate::core::messages::{self, COLUMNS, Message};
 use crate::core::search;
-use crate::core::sending::{self, SendInput};
+use crate::core::sending::{self, SendInput, Sending};
 use crate::core::threads::{self, ThreadContribution, format_folders, parse_folders};
 use crate::ids;
 use crate::mime::compose::Named;
@@ -220,11 +219,12 @@ pub async fn delete(
 /// Sends the draft through the one sending path, into its thread; the draft
 /// is gone once the provider has the message. A failed send keeps the draft.
 pub async fn send(
-    state: &AppState,
+    ctx: impl Into<Sending>,
     key: &ApiKey,
     id: &str,
 ) -> Result<sending::SendOutcome, CoreError> {
-    let d = get(&state.db, &key.reach, id).await?;
+    let ctx: Sending = ctx.into();
+    let d = get(&ctx.db, &key.reach, id).await?;
     let named = |v: &[String]| v.iter().map(|a| (None, a.clone())).collect::<Vec<_>>();
     if d.to.is_empty() && d.cc.is_empty() && d.bcc.is_empty() {
         return Err(CoreError::invalid("to", "the draft has no recipient"));
@@ -232,7 +232,7 @@ pub async fn send(
     if d.text.is_empty() && d.html.is_empty() {
         return Err(CoreError::invalid("text", "the draft has no body"));
     }
-    let mailbox_name = mailboxes::by_address(&state.db, &d.from_address)
+    let mailbox_name = mailboxes::by_address(&ctx.db, &d.from_address)
         .await?
         .map(|m| m.display_name)
         .filter(|n| !n.is_empty());
@@ -251,15 +251,16 @@ pub async fn send(
         references: Vec::new(),
         attachments: Vec::new(),
     };
-    match sending::send(state, key, input).await {
+    let db = ctx.db.clone();
+    match sending::send(ctx, key, input).await {
         Ok(outcome) => {
-            remove(&state.db, &d).await?;
+            remove(&db, &d).await?;
             Ok(outcome)
         }
         // The provider has it, though its record failed: sending the draft
         // again would send it twice.
         Err(e) if e.took_effect() => {
-            if let Err(gone) = remove(&state.db, &d).await {
+            if let Err(gone) = remove(&db, &d).await {
                 tracing::error!(error = %gone, draft = %d.id, "could not remove a draft that was sent");
             }
             Err(e)

@@ -28,6 +28,7 @@ use crate::core::threads::{self, ThreadContribution};
 use crate::core::validate;
 use crate::ids;
 use crate::mime::compose;
+use crate::model::messages::MessageStatus;
 use crate::sql;
 use crate::store::{Backend, Db, RowExt, SharedText, Sql, Tx, is_unique_violation, share_within};
 
@@ -345,7 +346,7 @@ async fn store(
             headers: Value::Null,
             in_reply_to: p.in_reply_to.clone(),
             references: (!p.references.is_empty()).then(|| p.references.join(" ")),
-            status: "received".into(),
+            status: MessageStatus::Received,
             error: None,
             opened_at: None,
             open_count: 0,

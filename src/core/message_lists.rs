@@ -5,7 +5,7 @@ use crate::auth::Reach;
 use crate::core::messages::{COLUMNS, Message};
 use crate::core::paging::Page;
 use crate::core::search;
-use crate::model::messages::{self as model, Folder, SentStatus};
+use crate::model::messages::{self as model, Folder, MessageStatus};
 use crate::store::{Db, Sql};
 
 /// A page of list items with their sort keys, for `Page::list`.
@@ -37,7 +37,7 @@ impl MailboxFilter {
 /// The filters of the sent-mail list; empty `statuses` means any.
 #[derive(Debug, Default)]
 pub struct SentFilter {
-    pub statuses: Vec<SentStatus>,
+    pub statuses: Vec<MessageStatus>,
     pub from: Option<String>,
     pub to: Option<String>,
     pub subject: Option<String>,

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::auth::Reach;
 use crate::model::Timestamp;
-use crate::model::messages as model;
+use crate::model::messages::{self as model, MessageStatus};
 use crate::store::{Db, RowExt, Sql};
 
 pub use crate::model::messages::Direction;
@@ -33,7 +33,7 @@ pub struct Message {
     pub headers: Value,
     pub in_reply_to: Option<String>,
     pub references: Option<String>,
-    pub status: String,
+    pub status: MessageStatus,
     pub error: Option<String>,
     pub opened_at: Option<i64>,
     pub open_count: i64,
@@ -52,6 +52,12 @@ pub const COLUMNS: &str = "m.id, m.thread_id, m.mailbox_id, m.mailbox, m.domain,
     m.html_body, m.headers, m.in_reply_to, m.references_header, m.status, m.error, m.opened_at, \
     m.open_count, m.is_read, m.is_starred, m.has_attachments, m.api_key_id, m.created_at, \
     m.sent_at, m.received_at";
+
+/// A stored status; anything else is a column this code did not write.
+fn status_of(text: &str) -> Result<MessageStatus, sqlx::Error> {
+    MessageStatus::parse(text)
+        .ok_or_else(|| sqlx::Error::Decode(format!("unknown message status {text:?}").into()))
+}
 
 fn list_of(text: &str) -> Vec<String> {
     serde_json::from_str(text).unwrap_or_default()
@@ -82,7 +88,7 @@ impl Message {
             headers: serde_json::from_str(&r.text("headers")?).unwrap_or(Value::Null),
             in_reply_to: r.opt_text("in_reply_to")?,
             references: r.opt_text("references_header")?,
-            status: r.text("status")?,
+            status: status_of(&r.text("status")?)?,
             error: r.opt_text("error")?,
             opened_at: r.opt_int("opened_at")?,
             open_count: r.int("open_count")?,
@@ -117,7 +123,7 @@ impl Message {
             bcc: self.bcc.clone(),
             reply_to: self.reply_to.clone(),
             subject: self.subject.clone(),
-            status: self.status.clone(),
+            status: self.status,
             error: self.error.clone(),
             opened_at: Timestamp::opt(self.opened_at),
             open_count: self.open_count,
@@ -377,7 +383,7 @@ mod tests {
             headers: Value::Null,
             in_reply_to: None,
             references: None,
-            status: "received".into(),
+            status: MessageStatus::Received,
             error: None,
             opened_at: None,
             open_count: 0,

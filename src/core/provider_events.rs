@@ -8,8 +8,7 @@
 //! | from              | event          | to         |
 //! |-------------------|----------------|------------|
 //! | queued            | Send           | sent       |
-//! | queued, sent      | Delivery       | delivered  |
-//! | delayed           | Delivery       | delivered  |
+//! | queued, sent, delayed | Delivery   | delivered  |
 //! | queued, sent, delayed | Bounce     | bounced    |
 //! | queued, sent      | DeliveryDelay  | delayed    |
 //! | queued, sent      | Reject         | rejected   |
@@ -25,6 +24,7 @@ use crate::core::events;
 use crate::core::messages::{COLUMNS, Message};
 use crate::core::suppressions;
 use crate::ids;
+use crate::model::messages::MessageStatus;
 use crate::model::suppressions::SuppressionReason;
 use crate::provider::{ProviderEvent, ProviderEventKind};
 use crate::sql;
@@ -51,17 +51,18 @@ fn event_type(kind: ProviderEventKind) -> &'static str {
     }
 }
 
-/// The status an event moves a message to, if any.
-pub fn transition(current: &str, kind: ProviderEventKind) -> Option<&'static str> {
-    use ProviderEventKind::*;
-    match (current, kind) {
-        ("queued", Send) => Some("sent"),
-        ("queued" | "sent" | "delayed", Delivery) => Some("delivered"),
-        ("queued" | "sent" | "delayed", Bounce { .. }) => Some("bounced"),
-        ("queued" | "sent", DeliveryDelay) => Some("delayed"),
-        ("queued" | "sent", Reject) => Some("rejected"),
-        ("queued" | "sent", RenderingFailure) => Some("failed"),
-        ("sent" | "delivered", Complaint) => Some("complained"),
+/// The status an event moves a message to, if any: the table above.
+pub fn next(from: MessageStatus, event: ProviderEventKind) -> Option<MessageStatus> {
+    use MessageStatus::*;
+    use ProviderEventKind as E;
+    match (from, event) {
+        (Queued, E::Send) => Some(Sent),
+        (Queued | Sent | Delayed, E::Delivery) => Some(Delivered),
+        (Queued | Sent | Delayed, E::Bounce { .. }) => Some(Bounced),
+        (Queued | Sent, E::DeliveryDelay) => Some(Delayed),
+        (Queued | Sent, E::Reject) => Some(Rejected),
+        (Queued | Sent, E::RenderingFailure) => Some(Failed),
+        (Sent | Delivered, E::Complaint) => Some(Complained),
         _ => None,
     }
 }
@@ -245,7 +246,7 @@ async fn apply(
     }
 
     let mut outbox_event = None;
-    if let Some(next) = transition(&message.status, ev.kind) {
+    if let Some(to) = next(message.status, ev.kind) {
         let error = match ev.kind {
             ProviderEventKind::Bounce { .. }
             | ProviderEventKind::Reject
@@ -256,12 +257,12 @@ async fn apply(
         // writer on SQLite); the guard on the status read is a second belt.
         writes.push(sql!(
             "UPDATE messages SET status = $1, error = $2 WHERE id = $3 AND status = $4",
-            next,
+            to.as_str(),
             error.clone(),
             &message.id,
-            &message.status
+            message.status.as_str()
         ));
-        message.status = next.to_string();
+        message.status = to;
         message.error = error;
         outbox_event = match ev.kind {
             ProviderEventKind::Send => None, // email.sent is written by the send itself
@@ -319,6 +320,9 @@ pub async fn record_open(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::model::messages::MessageStatus::{
+        Bounced, Complained, Delayed, Delivered, Draft, Failed, Queued, Received, Rejected, Sent,
+    };
     use crate::store::tests::TempSqlite;
     use ProviderEventKind::*;
 
@@ -387,8 +391,8 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_late_reject_or_rendering_failure_leaves_a_delivered_message_alone() {
-        assert_eq!(transition("delivered", Reject), None);
-        assert_eq!(transition("delivered", RenderingFailure), None);
+        assert_eq!(next(Delivered, Reject), None);
+        assert_eq!(next(Delivered, RenderingFailure), None);
         let temp = TempSqlite::new("late-failures").await;
         let db = &temp.db;
         let (id, pid) = sent_message(db).await;
@@ -507,20 +511,76 @@ pub(crate) mod tests {
         temp.remove().await;
     }
 
+    /// Every status paired with every event kind but the row's own: none
+    /// of them moves, so each row below is the only way into its status.
+    fn only(from: &[MessageStatus], event: ProviderEventKind, to: MessageStatus) {
+        for status in MessageStatus::ALL {
+            let expected = from.contains(&status).then_some(to);
+            assert_eq!(next(status, event), expected, "{status:?} on {event:?}");
+        }
+    }
+
     #[test]
-    fn statuses_never_move_backwards() {
-        assert_eq!(transition("queued", Send), Some("sent"));
-        assert_eq!(transition("sent", Delivery), Some("delivered"));
-        assert_eq!(transition("delayed", Delivery), Some("delivered"));
-        assert_eq!(
-            transition("delayed", Bounce { permanent: true }),
-            Some("bounced")
+    fn send_moves_queued_to_sent() {
+        only(&[Queued], Send, Sent);
+    }
+
+    #[test]
+    fn delivery_moves_queued_sent_and_delayed_to_delivered() {
+        only(&[Queued, Sent, Delayed], Delivery, Delivered);
+    }
+
+    #[test]
+    fn a_bounce_moves_queued_sent_and_delayed_to_bounced() {
+        only(
+            &[Queued, Sent, Delayed],
+            Bounce { permanent: true },
+            Bounced,
         );
-        assert_eq!(transition("delivered", Complaint), Some("complained"));
-        assert_eq!(transition("delivered", Send), None);
-        assert_eq!(transition("delivered", DeliveryDelay), None);
-        assert_eq!(transition("bounced", Delivery), None);
-        assert_eq!(transition("complained", Delivery), None);
-        assert_eq!(transition("sent", Open), None);
+        only(
+            &[Queued, Sent, Delayed],
+            Bounce { permanent: false },
+            Bounced,
+        );
+    }
+
+    #[test]
+    fn a_delay_moves_queued_and_sent_to_delayed() {
+        only(&[Queued, Sent], DeliveryDelay, Delayed);
+    }
+
+    #[test]
+    fn a_reject_moves_queued_and_sent_to_rejected() {
+        only(&[Queued, Sent], Reject, Rejected);
+    }
+
+    #[test]
+    fn a_rendering_failure_moves_queued_and_sent_to_failed() {
+        only(&[Queued, Sent], RenderingFailure, Failed);
+    }
+
+    #[test]
+    fn a_complaint_moves_sent_and_delivered_to_complained() {
+        only(&[Sent, Delivered], Complaint, Complained);
+    }
+
+    #[test]
+    fn opens_clicks_drafts_and_received_mail_never_move() {
+        for status in MessageStatus::ALL {
+            assert_eq!(next(status, Open), None);
+            assert_eq!(next(status, Click), None);
+        }
+        for event in [
+            Send,
+            Delivery,
+            Bounce { permanent: true },
+            Complaint,
+            Reject,
+            DeliveryDelay,
+            RenderingFailure,
+        ] {
+            assert_eq!(next(Draft, event), None);
+            assert_eq!(next(Received, event), None);
+        }
     }
 }

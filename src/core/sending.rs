@@ -6,12 +6,10 @@
 //! failed) with its events, so no answered send is lost or hidden. The
 //! crash window this leaves is described in the README ("Sending path").
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine;
 use bytes::Bytes;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::{ApiKey, address_domain};
@@ -29,6 +27,9 @@ use crate::core::threads::{self, ThreadContribution};
 use crate::core::validate;
 use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
+use crate::model::drafts::OneOrMany;
+use crate::model::messages::MessageStatus;
+use crate::model::sending::{SendRequest, SendResult};
 use crate::provider::{OutgoingMessage, Provider, ProviderError};
 use crate::sql;
 use crate::store::{Backend, Db, JobFuture, RowExt, SharedText, Sql, Tx, execute_all};
@@ -44,51 +45,6 @@ pub const MAX_HEADERS: usize = 50;
 pub const MAX_TAGS: usize = 50;
 /// Open-tracking tokens: 10 characters of time, then 32 random ones.
 pub const OPEN_TOKEN_LEN: usize = 42;
-
-/// A string or an array of strings.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    pub fn into_vec(self) -> Vec<String> {
-        match self {
-            OneOrMany::One(s) => vec![s],
-            OneOrMany::Many(v) => v,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct AttachmentBody {
-    pub filename: Option<String>,
-    pub content: String,
-    pub content_type: Option<String>,
-    pub content_id: Option<String>,
-}
-
-/// The JSON body of POST /emails, as the spec lists it.
-#[derive(Debug, Clone, Deserialize)]
-pub struct SendBody {
-    pub from: String,
-    pub to: OneOrMany,
-    pub cc: Option<OneOrMany>,
-    pub bcc: Option<OneOrMany>,
-    pub reply_to: Option<String>,
-    pub subject: Option<String>,
-    pub html: Option<String>,
-    pub text: Option<String>,
-    pub headers: Option<BTreeMap<String, String>>,
-    pub thread_id: Option<String>,
-    pub in_reply_to: Option<String>,
-    pub references: Option<OneOrMany>,
-    pub attachments: Option<Vec<AttachmentBody>>,
-    /// Only counted (see [`MAX_TAGS`]); any JSON is accepted.
-    pub tags: Option<Value>,
-}
 
 /// A validated send: every value well-formed.
 #[derive(Debug, Clone)]
@@ -230,7 +186,7 @@ fn decode_attachment(content: String) -> Option<Bytes> {
 }
 
 /// Checks every field, collecting all problems; the first names `param`.
-pub fn validate(body: SendBody) -> Result<SendInput, CoreError> {
+pub fn validate(body: SendRequest) -> Result<SendInput, CoreError> {
     let mut p = Problems::new();
     let from = p.check("from", validate::mailbox(&body.from));
     let to = addresses(&mut p, "to", body.to.into_vec());
@@ -417,7 +373,7 @@ pub fn validate(body: SendBody) -> Result<SendInput, CoreError> {
 
 /// [`validate`], on a blocking thread when the attachments are large:
 /// decoding megabytes of base64 would hold a worker of the runtime.
-pub async fn validate_aside(body: SendBody) -> Result<SendInput, CoreError> {
+pub async fn validate_aside(body: SendRequest) -> Result<SendInput, CoreError> {
     let size = body
         .attachments
         .iter()
@@ -440,17 +396,17 @@ pub struct SendOutcome {
 }
 
 impl SendOutcome {
-    pub fn to_json(&self) -> Value {
+    pub fn to_wire(&self) -> SendResult {
         let m = &self.message;
-        json!({
-            "id": m.id,
-            "message_id": m.message_id,
-            "provider_message_id": m.provider_message_id,
-            "thread_id": m.thread_id,
-            "from": m.from_address,
-            "to": m.to,
-            "subject": m.subject,
-        })
+        SendResult {
+            id: m.id.clone(),
+            message_id: m.message_id.clone(),
+            provider_message_id: m.provider_message_id.clone(),
+            thread_id: m.thread_id.clone(),
+            from: m.from_address.clone(),
+            to: m.to.clone(),
+            subject: m.subject.clone(),
+        }
     }
 }
 
@@ -610,7 +566,7 @@ impl AcceptedSend {
             new_mailbox,
             done_at,
         } = self;
-        message.status = "failed".into();
+        message.status = MessageStatus::Failed;
         message.error = Some(SHORT_RECORD_ERROR.into());
         message.has_attachments = false;
         let bodies = Bodies {
@@ -736,7 +692,7 @@ fn message_insert(m: &Message, bodies: &Bodies, open_token: Option<String>) -> S
         m.headers.to_string(),
         m.in_reply_to.clone(),
         m.references.clone(),
-        &m.status,
+        m.status.as_str(),
         m.error.clone(),
         open_token,
         m.has_attachments,
@@ -928,12 +884,12 @@ pub async fn start(
     };
     let done_at = clock::now_micros();
     let (status, provider_message_id, error, event, failure) = match outcome {
-        Ok(pid) => ("sent", Some(pid), None, "email.sent", None),
+        Ok(pid) => (MessageStatus::Sent, Some(pid), None, "email.sent", None),
         Err(e) => {
             let text = e.to_string();
             let (status, event, err) = match e {
                 ProviderError::Rejected(m) | ProviderError::NotFound(m) => (
-                    "rejected",
+                    MessageStatus::Rejected,
                     "email.rejected",
                     CoreError::invalid("body", format!("the provider rejected the message: {m}")),
                 ),
@@ -941,7 +897,7 @@ pub async fn start(
                     message,
                     retry_after_secs,
                 } => (
-                    "failed",
+                    MessageStatus::Failed,
                     "email.failed",
                     CoreError::RateLimited {
                         message: format!("the provider is throttling sends: {message}"),
@@ -949,7 +905,7 @@ pub async fn start(
                     },
                 ),
                 ProviderError::Unavailable(m) => (
-                    "failed",
+                    MessageStatus::Failed,
                     "email.failed",
                     CoreError::Upstream {
                         kind: crate::core::error::UpstreamKind::Unavailable,
@@ -994,7 +950,7 @@ pub async fn start(
         ),
         in_reply_to: input.in_reply_to.clone(),
         references: (!input.references.is_empty()).then(|| input.references.join(" ")),
-        status: status.into(),
+        status,
         error,
         opened_at: None,
         open_count: 0,
@@ -1003,14 +959,14 @@ pub async fn start(
         has_attachments: !input.attachments.is_empty(),
         api_key_id: Some(key.id.clone()),
         created_at: now,
-        sent_at: (status == "sent").then_some(done_at),
+        sent_at: (status == MessageStatus::Sent).then_some(done_at),
         received_at: None,
     };
     let backend = ctx.db.backend();
     let new_mailbox = new_mailbox.then_some(mailbox);
     let recipient_count = recipients.len();
     let input = Arc::new(input);
-    let accepted = (status == "sent").then(|| AcceptedSend {
+    let accepted = (status == MessageStatus::Sent).then(|| AcceptedSend {
         db: ctx.db.clone(),
         message: message.clone(),
         bodies: bodies.clone(),
@@ -1143,7 +1099,7 @@ async fn record(
             a.content.clone()
         ));
     }
-    if m.status == "sent" {
+    if m.status == MessageStatus::Sent {
         writes.push(sql!(
             "INSERT INTO message_events (id, message_id, type, recipient, detail, occurred_at, created_at) \
              VALUES ($1, $2, 'send', NULL, NULL, $3, $3)",
@@ -1153,7 +1109,7 @@ async fn record(
         ));
     }
     let mut data = json!({ "email": m.summary_json(), "occurred_at": clock::iso(done_at) });
-    if m.status == "sent" {
+    if m.status == MessageStatus::Sent {
         data["sent_at"] = json!(clock::iso(done_at));
     }
     writes.push(events::emit_statement(event, Some(&m.mailbox_id), data).1);
@@ -1167,7 +1123,7 @@ async fn record(
 mod tests {
     use super::*;
 
-    fn body(v: Value) -> SendBody {
+    fn body(v: Value) -> SendRequest {
         serde_json::from_value(v).unwrap()
     }
 
@@ -1363,7 +1319,7 @@ mod tests {
                 headers: json!({}),
                 in_reply_to: None,
                 references: None,
-                status: "sent".into(),
+                status: MessageStatus::Sent,
                 error: None,
                 opened_at: None,
                 open_count: 0,

@@ -3,7 +3,6 @@
 
 use serde_json::json;
 
-use crate::app::AppState;
 use crate::auth::{ApiKey, Reach};
 use crate::clock;
 use crate::core::error::{CoreError, Problems};
@@ -13,7 +12,7 @@ use crate::core::message_lists::MailboxFilter;
 use crate::core::messages::{self, COLUMNS as MESSAGE_COLUMNS, Message};
 use crate::core::paging::Page;
 use crate::core::search;
-use crate::core::sending::{self, SendInput};
+use crate::core::sending::{self, SendInput, Sending};
 use crate::core::threads::{format_folders, parse_folders};
 use crate::mime::compose::OutgoingAttachment;
 use crate::model::Timestamp;
@@ -509,12 +508,13 @@ fn escape_html(s: &str) -> String {
 /// Works out recipients, subject, threading headers and the quote from the
 /// last message of the thread, then sends through the one sending path.
 pub async fn reply(
-    state: &AppState,
+    ctx: impl Into<Sending>,
     key: &ApiKey,
     id: &str,
     r: ReplyInput,
 ) -> Result<sending::SendOutcome, CoreError> {
-    let db = &state.db;
+    let ctx: Sending = ctx.into();
+    let db = &ctx.db;
     let t = get(db, &key.reach, id)
         .await?
         .ok_or(CoreError::NotFound("thread"))?;
@@ -614,7 +614,7 @@ pub async fn reply(
         references,
         attachments: r.attachments,
     };
-    sending::send(state, key, input).await
+    sending::send(ctx, key, input).await
 }
 
 #[cfg(test)]

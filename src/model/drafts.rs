@@ -19,7 +19,7 @@ pub struct Draft {
 }
 
 /// One address or several.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum OneOrMany {
     One(String),

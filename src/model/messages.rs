@@ -65,9 +65,8 @@ pub struct Message {
     pub reply_to: Option<String>,
     /// Subject.
     pub subject: String,
-    /// Outbound: one of queued, sent, delivered, bounced, complained, rejected, delayed, failed. Received mail: received.
-    #[schema(examples("sent", "delivered", "received"))]
-    pub status: String,
+    /// Outbound: one of queued, sent, delivered, bounced, complained, rejected, delayed, failed (a draft: draft). Received mail: received.
+    pub status: MessageStatus,
     /// Diagnostic text, for example an SMTP failure line.
     #[schema(required = true)]
     pub error: Option<String>,
@@ -189,10 +188,12 @@ pub struct MessageUpdate {
     pub is_starred: Option<bool>,
 }
 
-/// The status of a sent message (received mail is always `received`).
+/// A message's status: sent mail moves through the first eight (see the
+/// transition table in `core::provider_events`); a draft is `draft`,
+/// received mail always `received`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum SentStatus {
+pub enum MessageStatus {
     Queued,
     Sent,
     Delivered,
@@ -201,35 +202,65 @@ pub enum SentStatus {
     Rejected,
     Delayed,
     Failed,
+    Draft,
+    Received,
 }
 
-impl SentStatus {
-    pub const ALL: [SentStatus; 8] = [
-        SentStatus::Queued,
-        SentStatus::Sent,
-        SentStatus::Delivered,
-        SentStatus::Bounced,
-        SentStatus::Complained,
-        SentStatus::Rejected,
-        SentStatus::Delayed,
-        SentStatus::Failed,
+impl MessageStatus {
+    pub const ALL: [MessageStatus; 10] = [
+        MessageStatus::Queued,
+        MessageStatus::Sent,
+        MessageStatus::Delivered,
+        MessageStatus::Bounced,
+        MessageStatus::Complained,
+        MessageStatus::Rejected,
+        MessageStatus::Delayed,
+        MessageStatus::Failed,
+        MessageStatus::Draft,
+        MessageStatus::Received,
+    ];
+
+    /// The statuses of sent mail: what `GET /emails?status=` filters on.
+    pub const SENT: [MessageStatus; 8] = [
+        MessageStatus::Queued,
+        MessageStatus::Sent,
+        MessageStatus::Delivered,
+        MessageStatus::Bounced,
+        MessageStatus::Complained,
+        MessageStatus::Rejected,
+        MessageStatus::Delayed,
+        MessageStatus::Failed,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
-            SentStatus::Queued => "queued",
-            SentStatus::Sent => "sent",
-            SentStatus::Delivered => "delivered",
-            SentStatus::Bounced => "bounced",
-            SentStatus::Complained => "complained",
-            SentStatus::Rejected => "rejected",
-            SentStatus::Delayed => "delayed",
-            SentStatus::Failed => "failed",
+            MessageStatus::Queued => "queued",
+            MessageStatus::Sent => "sent",
+            MessageStatus::Delivered => "delivered",
+            MessageStatus::Bounced => "bounced",
+            MessageStatus::Complained => "complained",
+            MessageStatus::Rejected => "rejected",
+            MessageStatus::Delayed => "delayed",
+            MessageStatus::Failed => "failed",
+            MessageStatus::Draft => "draft",
+            MessageStatus::Received => "received",
         }
     }
 
-    pub fn parse(s: &str) -> Option<SentStatus> {
-        SentStatus::ALL.into_iter().find(|x| x.as_str() == s)
+    pub fn parse(s: &str) -> Option<MessageStatus> {
+        MessageStatus::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+
+    /// One of [`MessageStatus::SENT`].
+    pub fn parse_sent(s: &str) -> Option<MessageStatus> {
+        MessageStatus::SENT.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+/// Compares with the stored and wire text (`status == "sent"`).
+impl PartialEq<&str> for MessageStatus {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
     }
 }
 

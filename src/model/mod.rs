@@ -15,6 +15,7 @@ pub mod mailboxes;
 pub mod messages;
 pub mod provider;
 pub mod query;
+pub mod sending;
 pub mod suppressions;
 pub mod threads;
 mod time;

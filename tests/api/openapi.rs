@@ -406,3 +406,55 @@ async fn document_passes_openapi_spec_validator() {
         "openapi-spec-validator refused the document: {text}"
     );
 }
+
+/// What generated clients choke on stays out of the send bodies
+/// (openapi-python-client: "Invalid property in union" on a `default: null`
+/// union, invalid Python from a boolean `const`), and the document says
+/// what the server refuses: empty addresses, a missing `to`, 0 or 101
+/// batch items, an Idempotency-Key out of 1 to 255 characters.
+#[tokio::test]
+async fn send_bodies_are_plain_and_say_what_the_server_refuses() {
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    for name in [
+        "SendRequest",
+        "ReplyRequest",
+        "AttachmentInput",
+        "BatchRequest",
+    ] {
+        let text = schemas[name].to_string();
+        assert!(!text.contains("\"const\""), "{name}: {text}");
+        assert!(!text.contains("\"default\":null"), "{name}: {text}");
+    }
+    let send = &schemas["SendRequest"];
+    assert_eq!(send["required"], json!(["from", "to"]));
+    assert_eq!(send["properties"]["from"]["minLength"], 1);
+    assert_eq!(send["properties"]["from"]["format"], "email");
+    assert_eq!(
+        send["properties"]["to"]["oneOf"][1]["items"]["format"],
+        "email"
+    );
+    assert!(send["properties"]["in_reply_to"]["pattern"].is_string());
+    assert_eq!(send["properties"]["to"]["oneOf"][0]["minLength"], 1);
+    assert_eq!(send["properties"]["to"]["oneOf"][1]["minItems"], 1);
+    assert!(send["properties"]["tags"].get("type").is_none());
+    let batch = &schemas["BatchRequest"]["oneOf"];
+    assert_eq!(batch[0]["minItems"], 1);
+    assert_eq!(batch[0]["maxItems"], 100);
+    for (path, id) in [
+        ("/api/v1/emails", "sendEmail"),
+        ("/api/v1/emails/batch", "sendEmailBatch"),
+    ] {
+        let op = &doc["paths"][path]["post"];
+        assert_eq!(op["operationId"], id);
+        let key = &op["parameters"][0];
+        assert_eq!(key["name"], "Idempotency-Key");
+        assert_eq!(key["in"], "header");
+        assert_eq!(key["required"], false);
+        assert_eq!(
+            key["schema"],
+            json!({"type": "string", "minLength": 1, "maxLength": 255})
+        );
+    }
+}
