@@ -2,10 +2,11 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use crate::core::error::{CoreError, UpstreamKind};
 pub use crate::core::error::{FieldProblem, Problems};
+use crate::model::error::{ErrorBody, ErrorCode};
+use crate::model::keys::Scope;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -105,56 +106,54 @@ impl ApiError {
         matches!(self, ApiError::SentNotRecorded { .. })
     }
 
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ApiError::Unauthorized => "unauthorized",
-            ApiError::MissingScope { .. } | ApiError::Forbidden(_) => "forbidden",
-            ApiError::NotFound(_) => "not_found",
-            ApiError::Conflict { .. } => "conflict",
-            ApiError::PayloadTooLarge => "payload_too_large",
-            ApiError::MethodNotAllowed => "method_not_allowed",
-            ApiError::UriTooLong { .. } => "uri_too_long",
-            ApiError::HeadersTooLarge { .. } => "headers_too_large",
+            ApiError::Unauthorized => ErrorCode::Unauthorized,
+            ApiError::MissingScope { .. } | ApiError::Forbidden(_) => ErrorCode::Forbidden,
+            ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::Conflict { .. } => ErrorCode::Conflict,
+            ApiError::PayloadTooLarge => ErrorCode::PayloadTooLarge,
+            ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            ApiError::UriTooLong { .. } => ErrorCode::UriTooLong,
+            ApiError::HeadersTooLarge { .. } => ErrorCode::HeadersTooLarge,
             ApiError::Http { status, .. } => match status.as_u16() {
-                404 => "not_found",
-                408 => "request_timeout",
-                413 => "payload_too_large",
-                422 => "invalid_request",
-                429 => "rate_limited",
-                s if s >= 500 => "server_error",
-                _ => "bad_request",
+                404 => ErrorCode::NotFound,
+                408 => ErrorCode::RequestTimeout,
+                413 => ErrorCode::PayloadTooLarge,
+                422 => ErrorCode::InvalidRequest,
+                429 => ErrorCode::RateLimited,
+                s if s >= 500 => ErrorCode::ServerError,
+                _ => ErrorCode::BadRequest,
             },
-            ApiError::Invalid(_) => "invalid_request",
-            ApiError::RateLimited { .. } => "rate_limited",
-            ApiError::Upstream { .. } | ApiError::Busy { .. } => "server_error",
-            ApiError::SentNotRecorded { .. } | ApiError::Internal(_) => "server_error",
+            ApiError::Invalid(_) => ErrorCode::InvalidRequest,
+            ApiError::RateLimited { .. } => ErrorCode::RateLimited,
+            ApiError::Upstream { .. } | ApiError::Busy { .. } => ErrorCode::ServerError,
+            ApiError::SentNotRecorded { .. } | ApiError::Internal(_) => ErrorCode::ServerError,
         }
     }
 
-    /// The JSON body of the reply (spec `{error, code}` and the fields of
-    /// each kind). Internal detail is left out: see [`IntoResponse`].
-    pub fn body(&self) -> serde_json::Value {
-        let mut body = json!({ "error": self.to_string(), "code": self.code() });
+    /// The body of the reply (spec `{error, code}` and the fields of each
+    /// kind). Internal detail is left out: see [`IntoResponse`].
+    pub fn body(&self) -> ErrorBody {
+        let mut body = ErrorBody::new(self.to_string(), self.code());
         match self {
             ApiError::MissingScope { required, scopes } => {
-                body["required_scope"] = json!(required);
-                body["scopes"] = json!(scopes);
+                body.required_scope = Scope::parse(required);
+                body.scopes = Some(scopes.iter().filter_map(|s| Scope::parse(s)).collect());
             }
             ApiError::Invalid(problems) => {
-                if let Some(first) = problems.first() {
-                    body["param"] = json!(first.param);
-                }
+                body.param = problems.first().map(|p| p.param.clone());
             }
             ApiError::SentNotRecorded {
                 id,
                 provider_message_id,
                 ..
             } => {
-                body["id"] = json!(id);
-                body["provider_message_id"] = json!(provider_message_id);
+                body.id = Some(id.clone());
+                body.provider_message_id = Some(provider_message_id.clone());
             }
             ApiError::Internal(_) => {
-                body["error"] = json!("the server failed to handle this request");
+                body.error = "the server failed to handle this request".into();
             }
             _ => {}
         }

@@ -1,50 +1,106 @@
-//! The OpenAPI operations generated from the handlers' `#[utoipa::path]`
-//! annotations and the model's types, with the service's conventions applied
-//! in one place rather than repeated on every handler:
+//! The OpenAPI 3.1 document served at `GET /api/v1/openapi.json`, generated
+//! from the code: every operation from its handler's `#[utoipa::path]`
+//! annotation (registered with its route through `utoipa_axum::routes!`, so a
+//! route cannot exist undocumented), every schema from the `model` type that
+//! is serialised, and the service's conventions applied here once rather
+//! than repeated on every handler:
 //!
 //! - the scope is the annotation's `security(("bearer" = ["scope"]))` (more
 //!   than one: the rest are `x-additional-scopes`); it becomes
 //!   `x-required-scope` (`none` for `("bearer" = [])`) and the description's
-//!   last line;
-//! - every operation of `/api/v1` may answer 401, 429 and 500; one with a
-//!   scope 403; one with a path parameter 404; one with a body or query
-//!   parameters 422; one with a body 413; statuses of 400 and over listed in
-//!   the annotation (409, 502, 503…) are added, all as the shared error
-//!   replies of `components/responses` (unless the annotation gives that
-//!   status a body of its own);
-//! - every reply carries the `X-RateLimit-*` headers, and the success replies
-//!   of an operation taking `Idempotency-Key` carry `Idempotency-Replayed`.
+//!   last line; `security(())` marks an operation that takes no key;
+//! - every keyed operation may answer 401, 429 and 500; one with a scope 403;
+//!   one with a path parameter 404; one with a body or query parameters 422;
+//!   one with a body 413; statuses of 400 and over listed in the annotation
+//!   (409, 502, 503…) are added, all as the shared error replies of
+//!   `components/responses` (an error status whose annotation names its own
+//!   body keeps it);
+//! - every keyed reply carries the `X-RateLimit-*` headers, and the success
+//!   replies of an operation taking `Idempotency-Key` carry
+//!   `Idempotency-Replayed`.
 
+use std::sync::OnceLock;
+
+use axum::http::header;
+use axum::response::IntoResponse;
 use serde_json::{Map, Value, json};
-use utoipa::openapi::OpenApi;
+use utoipa::OpenApi;
 
-use super::openapi::{RATE_HEADERS, error_name, error_response, header_ref, tag_of};
+use crate::model::error::ErrorBody;
+use crate::model::keys::Scope;
+use crate::model::ops::OpenApiDocument;
 
 const PREFIX: &str = "/api/v1";
 const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "head", "options"];
+const RATE_HEADERS: [&str; 3] = [
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Reset",
+];
 
-/// Lays the generated operations (paths relative to `/api/v1`) and their
-/// schemas over `doc`, replacing what `doc` had for the same path and method.
-pub fn overlay(doc: &mut Value, generated: &OpenApi) {
-    let generated = match serde_json::to_value(generated) {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::error!(error = %e, "the generated OpenAPI document could not be rendered");
-            return;
-        }
-    };
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Pigeonhole",
+        description = "Every `/api/v1` call except this document carries `Authorization: Bearer <API key>`; \
+each operation names the scope it needs in `x-required-scope` (`none`: any valid key, or no key where \
+`security` is empty). Every `/api/v1` reply carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and \
+`X-RateLimit-Reset`. Errors are `{error, code}` (see the `Error` schema). Paged lists take `limit` \
+(at most 100, default 25) and `cursor`.",
+        license(name = "MIT", identifier = "MIT"),
+    ),
+    servers((url = "/")),
+    security(("bearer" = [])),
+    components(schemas(ErrorBody, Scope)),
+)]
+struct ApiDoc;
+
+/// The rendered document, built once.
+pub fn spec() -> &'static Value {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    DOC.get_or_init(|| render(&super::public_openapi(), &super::generated_openapi()))
+}
+
+/// This OpenAPI document
+///
+/// The OpenAPI 3.1 description of every route. No key needed.
+#[utoipa::path(get, path = "/api/v1/openapi.json", operation_id = "openapi", security(()),
+    responses((status = 200, description = "The OpenAPI 3.1 document.", body = OpenApiDocument)))]
+pub async fn document() -> impl IntoResponse {
+    static BODY: OnceLock<String> = OnceLock::new();
+    let body = BODY.get_or_init(|| spec().to_string());
+    ([(header::CONTENT_TYPE, "application/json")], body.as_str())
+}
+
+fn render(public: &utoipa::openapi::OpenApi, keyed: &utoipa::openapi::OpenApi) -> Value {
+    let mut doc = to_value(&ApiDoc::openapi());
+    doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
+    doc["info"]["summary"] =
+        json!("Self-hosted mail service: send through SES, threaded inbox, signed webhooks.");
+    doc["paths"] = json!({});
+    doc["components"]["securitySchemes"] = json!({
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API key, created with `pigeonhole keys create`.",
+        },
+    });
+    doc["components"]["headers"] = components_headers();
+    doc["components"]["responses"] = json!({});
     let mut needed: Vec<(u16, bool)> = Vec::new();
-    if let Some(paths) = generated["paths"].as_object() {
-        for (path, item) in paths {
-            let full = format!("{PREFIX}{path}");
-            let Some(item) = item.as_object() else {
-                continue;
-            };
-            for (method, op) in item {
+    for (generated, prefix) in [(public, ""), (keyed, PREFIX)] {
+        let generated = to_value(generated);
+        for (path, item) in generated["paths"].as_object().into_iter().flatten() {
+            let full = format!("{prefix}{path}");
+            for (method, op) in item.as_object().into_iter().flatten() {
                 if !METHODS.contains(&method.as_str()) {
                     continue;
                 }
-                let op = conventional(&full, op.clone(), &mut needed);
+                let op = if is_public(op) {
+                    public_operation(&full, op.clone())
+                } else {
+                    conventional(&full, op.clone(), &mut needed)
+                };
                 let slot = &mut doc["paths"][&full];
                 if !slot.is_object() {
                     *slot = json!({});
@@ -52,9 +108,11 @@ pub fn overlay(doc: &mut Value, generated: &OpenApi) {
                 slot[method] = op;
             }
         }
-    }
-    if let Some(schemas) = generated["components"]["schemas"].as_object() {
-        for (name, schema) in schemas {
+        for (name, schema) in generated["components"]["schemas"]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
             doc["components"]["schemas"][name] = schema.clone();
         }
     }
@@ -65,9 +123,217 @@ pub fn overlay(doc: &mut Value, generated: &OpenApi) {
             *slot = error_response(status, idempotent, true);
         }
     }
+    doc["tags"] = tags(&doc);
+    doc
 }
 
-/// One operation with the conventions above applied.
+fn to_value(doc: &utoipa::openapi::OpenApi) -> Value {
+    serde_json::to_value(doc).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "the generated OpenAPI document could not be rendered");
+        json!({})
+    })
+}
+
+/// `security(())` in an annotation: `[{}]`, no key at all.
+fn is_public(op: &Value) -> bool {
+    op["security"].as_array().is_some_and(|a| {
+        a.iter()
+            .all(|s| s.as_object().is_some_and(|o| o.is_empty()))
+    })
+}
+
+/// An operation that takes no key: `security: []`, no rate-limit headers,
+/// its listed error statuses answered with the `Error` schema.
+fn public_operation(path: &str, mut op: Value) -> Value {
+    op["security"] = json!([]);
+    op["x-required-scope"] = json!("none");
+    op["tags"] = json!([tag_of(path)]);
+    if let Some(responses) = op["responses"].as_object_mut() {
+        for (status, reply) in responses.iter_mut() {
+            if let Ok(s) = status.parse::<u16>()
+                && s >= 400
+                && reply["content"].is_null()
+            {
+                *reply = error_response(s, false, false);
+            }
+        }
+    }
+    op
+}
+
+/// The tags in use, in the order of first use, with their descriptions.
+fn tags(doc: &Value) -> Value {
+    let mut seen: Vec<String> = Vec::new();
+    for item in doc["paths"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(_, i)| i)
+    {
+        for op in item.as_object().into_iter().flatten().map(|(_, o)| o) {
+            for t in op["tags"].as_array().into_iter().flatten() {
+                if let Some(t) = t.as_str()
+                    && !seen.iter().any(|s| s == t)
+                {
+                    seen.push(t.to_string());
+                }
+            }
+        }
+    }
+    seen.iter()
+        .map(|t| match tag_doc(t) {
+            "" => json!({ "name": t }),
+            doc => json!({ "name": t, "description": doc }),
+        })
+        .collect()
+}
+
+fn tag_of(path: &str) -> &str {
+    match path.strip_prefix("/api/v1/") {
+        Some("openapi.json") | None => "operations",
+        Some(rest) => rest.split('/').next().unwrap_or("operations"),
+    }
+}
+
+fn tag_doc(tag: &str) -> &'static str {
+    match tag {
+        "operations" => "Health, metrics, open tracking, SNS and this document.",
+        "me" => "The calling API key.",
+        "provider" => "The provider that transmits mail.",
+        "emails" => "Sending, the sent-mail list and message reads.",
+        "suppressions" => "Addresses mail will not be sent to.",
+        "threads" => "Conversations: filters, changes, deletion and replies.",
+        "drafts" => "Unsent messages.",
+        "messages" => "Received mail.",
+        "labels" => "Names threads can carry.",
+        "contacts" => "People the mailboxes have exchanged mail with.",
+        "domains" => "Sending domains (identities at the provider).",
+        "mailboxes" => "Addresses that hold mail.",
+        "webhooks" => "Webhook endpoints.",
+        "webhook-deliveries" => "Every delivery attempt, and replays.",
+        _ => "",
+    }
+}
+
+fn error_code(status: u16) -> &'static str {
+    match status {
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "not_found",
+        409 => "conflict",
+        413 => "payload_too_large",
+        422 => "invalid_request",
+        429 => "rate_limited",
+        _ => "server_error",
+    }
+}
+
+fn error_doc(status: u16, idempotent: bool) -> &'static str {
+    match status {
+        401 => "The key is missing, mistyped or revoked.",
+        403 => {
+            "The key lacks the scope the operation needs (`x-required-scope`; the body then \
+             carries `required_scope` and `scopes`), or the call needs a key that reaches more \
+             of the account."
+        }
+        404 => "No such object, or none the key may reach (the two are indistinguishable).",
+        409 if idempotent => {
+            "The `Idempotency-Key` was already used with a different request, or a request with \
+             it is still in progress (then with `Retry-After`)."
+        }
+        409 => "The object already exists, or the destructive call lacks its confirmation flag.",
+        413 => "The request body is over 30 MB.",
+        422 => "A field is wrong: `param` names the first, `error` lists all.",
+        429 => "Too many calls this minute; retry after `Retry-After` seconds.",
+        500 => "The instance failed; retry.",
+        502 => "The provider or an upstream service could not be reached.",
+        503 => {
+            "The provider or an upstream service is unavailable, or (with `Retry-After`) the \
+             instance has no memory free for a large request body now; retry."
+        }
+        _ => "Error.",
+    }
+}
+
+/// The name under `components/responses` of a keyed operation's error reply.
+fn error_name(status: u16, idempotent: bool) -> &'static str {
+    match status {
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 if idempotent => "IdempotencyConflict",
+        409 => "Conflict",
+        413 => "PayloadTooLarge",
+        422 => "InvalidRequest",
+        429 => "RateLimited",
+        500 => "ServerError",
+        502 => "BadGateway",
+        503 => "ServiceUnavailable",
+        _ => "Error",
+    }
+}
+
+/// An error reply; `keyed` replies carry the rate-limit headers.
+fn error_response(status: u16, idempotent: bool, keyed: bool) -> Value {
+    let mut headers = Map::new();
+    if keyed {
+        for name in RATE_HEADERS {
+            headers.insert(name.into(), header_ref(name));
+        }
+    }
+    if status == 429 || (status == 409 && idempotent) {
+        headers.insert("Retry-After".into(), header_ref("Retry-After"));
+    }
+    let doc = match status {
+        403 if !keyed => {
+            "Refused: a bad or missing signature, an untrusted signing-certificate host, or a \
+             topic not on the allow-list."
+        }
+        _ => error_doc(status, idempotent),
+    };
+    let mut resp = json!({
+        "description": doc,
+        "content": { "application/json": {
+            "schema": { "$ref": "#/components/schemas/Error" },
+            "example": { "error": doc, "code": error_code(status) },
+        } },
+    });
+    if !headers.is_empty() {
+        resp["headers"] = Value::Object(headers);
+    }
+    resp
+}
+
+fn header_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/headers/{name}") })
+}
+
+fn components_headers() -> Value {
+    json!({
+        "X-RateLimit-Limit": {
+            "description": "Calls allowed per minute for this key.",
+            "schema": { "type": "integer" },
+        },
+        "X-RateLimit-Remaining": {
+            "description": "Calls left in the current one-minute window.",
+            "schema": { "type": "integer" },
+        },
+        "X-RateLimit-Reset": {
+            "description": "When the current window ends, in Unix seconds.",
+            "schema": { "type": "integer" },
+        },
+        "Retry-After": {
+            "description": "Seconds to wait before retrying.",
+            "schema": { "type": "integer" },
+        },
+        "Idempotency-Replayed": {
+            "description": "`true` when this reply is the stored reply of an earlier call with the same `Idempotency-Key`.",
+            "schema": { "type": "string", "enum": ["true"] },
+        },
+    })
+}
+
+/// One keyed operation with the conventions above applied.
 fn conventional(path: &str, mut op: Value, needed: &mut Vec<(u16, bool)>) -> Value {
     let scopes: Vec<String> = op["security"][0]["bearer"]
         .as_array()

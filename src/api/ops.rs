@@ -4,32 +4,62 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use serde_json::{Value, json};
 
 use crate::api::extract::Auth;
 use crate::app::AppState;
 use crate::error::ApiResult;
 use crate::model::keys::ApiKey;
+use crate::model::ops::{Health, HealthStatus, Readiness, ReadinessStatus};
 
-pub async fn healthz() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+/// Liveness
+///
+/// Answers as long as the process serves HTTP. No key needed.
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", security(()),
+    responses((status = 200, description = "The process is alive.", body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: HealthStatus,
+    })
 }
 
-pub async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
+/// Readiness
+///
+/// Checks that the database answers. No key needed.
+#[utoipa::path(get, path = "/readyz", operation_id = "readyz", security(()),
+    responses(
+        (status = 200, description = "Ready to serve.", body = Readiness),
+        (status = 503, description = "The database is unreachable.", body = Readiness),
+    ))]
+pub async fn readyz(State(s): State<AppState>) -> (StatusCode, Json<Readiness>) {
     match s.db.ping().await {
-        Ok(()) => (StatusCode::OK, Json(json!({ "status": "ready" }))),
+        Ok(()) => (
+            StatusCode::OK,
+            Json(Readiness {
+                status: ReadinessStatus::Ready,
+                error: None,
+                code: None,
+            }),
+        ),
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                Json(
-                    json!({ "status": "unavailable", "error": "database unreachable", "code": "server_error" }),
-                ),
+                Json(Readiness {
+                    status: ReadinessStatus::Unavailable,
+                    error: Some("database unreachable".into()),
+                    code: Some("server_error".into()),
+                }),
             )
         }
     }
 }
 
+/// Prometheus metrics
+///
+/// Request counters and latencies in the Prometheus text format (0.0.4). No key needed.
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", security(()),
+    responses((status = 200, description = "Metrics in the Prometheus text exposition format.",
+        body = String, content_type = "text/plain")))]
 pub async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

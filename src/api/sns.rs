@@ -5,19 +5,39 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
 
 use crate::api::extract::RawBody;
 use crate::app::AppState;
 use crate::config::Environment;
 use crate::core::provider_events::{self, Ingested};
 use crate::error::{ApiError, ApiResult};
+use crate::model::ops::{SnsMessage, SnsResult};
 use crate::provider::sns::{self, SesNotification, SnsKind};
 
+/// Amazon SNS deliveries from SES
+///
+/// Receives SES sending events and SES inbound mail through Amazon SNS. No API key: the SNS
+/// signature, the signing certificate's host and the topic allow-list (`PIGEONHOLE_SNS_TOPICS`)
+/// decide what is accepted. Subscription confirmations are confirmed by calling the `SubscribeURL`.
+#[utoipa::path(post, path = "/sns/ses", operation_id = "receiveSns", security(()),
+    request_body(content(
+        (SnsMessage = "text/plain"),
+        (SnsMessage = "application/json"),
+    )),
+    responses(
+        (status = 200, description = "Accepted: a notification was applied, or a subscription confirmed.",
+            body = SnsResult),
+        (status = 403, description = "Refused."),
+        (status = 413, description = "Too large."),
+        (status = 422, description = "Unreadable."),
+        (status = 500, description = "Failed."),
+        (status = 502, description = "Upstream failed."),
+        (status = 503, description = "Upstream unavailable."),
+    ))]
 pub async fn receive(
     State(s): State<AppState>,
     RawBody(body): RawBody,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<SnsResult>)> {
     let msg = match s.sns.verify(&body).await {
         Ok(m) => m,
         Err(e) if e.is_transient() => {
@@ -49,10 +69,20 @@ pub async fn receive(
             confirm(&url).await?;
             Ok((
                 StatusCode::OK,
-                Json(json!({"confirmed": true, "topic_arn": msg.topic_arn})),
+                Json(SnsResult {
+                    confirmed: Some(true),
+                    topic_arn: Some(msg.topic_arn),
+                    ..SnsResult::default()
+                }),
             ))
         }
-        SnsKind::UnsubscribeConfirmation => Ok((StatusCode::OK, Json(json!({"ok": true})))),
+        SnsKind::UnsubscribeConfirmation => Ok((
+            StatusCode::OK,
+            Json(SnsResult {
+                ok: Some(true),
+                ..SnsResult::default()
+            }),
+        )),
         SnsKind::Notification => {
             match sns::parse_ses_notification(&msg.message) {
                 Ok(SesNotification::Event(mut ev)) => {
@@ -82,7 +112,13 @@ pub async fn receive(
                     ));
                 }
             }
-            Ok((StatusCode::OK, Json(json!({"ok": true}))))
+            Ok((
+                StatusCode::OK,
+                Json(SnsResult {
+                    ok: Some(true),
+                    ..SnsResult::default()
+                }),
+            ))
         }
     }
 }

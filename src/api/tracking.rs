@@ -18,8 +18,19 @@ const PIXEL: &[u8] = &[
     0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
 ];
 
-/// Records an open, then answers the image. Unknown tokens get the same
-/// image, so the endpoint reveals nothing.
+/// Open-tracking image
+///
+/// The 1×1 image placed in HTML mail. Loading it sets the message's `opened_at` (the first time),
+/// increments `open_count`, records an `open` event and emits `email.opened`. Unknown tokens get
+/// the same image, so the endpoint reveals nothing. No key needed.
+#[utoipa::path(get, path = "/t/o/{token}", operation_id = "trackOpen", security(()),
+    params(("token" = String, Path,
+        description = "The message's 32-character open token, optionally followed by `.gif`.")),
+    responses(
+        (status = 200, description = "A transparent 1×1 GIF, never cached.",
+            body = Vec<u8>, content_type = "image/gif"),
+        (status = 500, description = "The instance failed; retry."),
+    ))]
 pub async fn open(State(s): State<AppState>, Path(token): Path<String>) -> impl IntoResponse {
     let token = token.trim_end_matches(".gif");
     if tracking::is_open_token(token)
