@@ -19,6 +19,7 @@ use axum::response::IntoResponse;
 use serde_json::{Map, Value, json};
 
 use crate::api::pagination::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::core::validate::DOMAIN_NAME_PATTERN as DOMAIN_PATTERN;
 
 /// Who may call an operation.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1011,8 +1012,8 @@ fn schemas() -> Value {
                 "The body of `POST /suppressions`.",
                 &["address"],
                 json!({
-                    "address": string("The address to suppress."),
-                    "reason": { "type": "string", "enum": ["manual", "bounce", "complaint"], "default": "manual" },
+                    "address": { "type": "string", "format": "email", "description": "The address to suppress." },
+                    "reason": { "type": ["string", "null"], "enum": ["manual", "bounce", "complaint", null], "default": "manual" },
                 }),
             ),
         ),
@@ -1073,7 +1074,12 @@ fn schemas() -> Value {
                 "The body of `POST /domains`.",
                 &["name"],
                 json!({
-                    "name": string("Domain name."),
+                    "name": {
+                        "type": "string",
+                        "description": "Domain name: at least two labels of letters, digits and inner hyphens; the last not all digits.",
+                        "maxLength": 253,
+                        "pattern": DOMAIN_PATTERN,
+                    },
                     "auto_create_mailboxes": { "type": "boolean", "default": false },
                 }),
             ),
@@ -1084,7 +1090,10 @@ fn schemas() -> Value {
                 "The body of `PATCH /domains/{id}`.",
                 &[],
                 json!({
-                    "auto_create_mailboxes": boolean("Inbound mail to unknown addresses creates mailboxes."),
+                    "auto_create_mailboxes": {
+                        "type": ["boolean", "null"],
+                        "description": "Inbound mail to unknown addresses creates mailboxes; null leaves it as it is.",
+                    },
                 }),
             ),
         ),
@@ -1126,12 +1135,12 @@ fn schemas() -> Value {
                 "The body of `POST /mailboxes`.",
                 &["address"],
                 json!({
-                    "address": string("On a verified domain of the account, or under one."),
-                    "display_name": string("Display name."),
-                    "signature": string("Signature."),
-                    "is_catch_all": boolean("Receives mail to unknown addresses of its domain."),
-                    "is_default": boolean("Setting it clears it on every other mailbox."),
-                    "color": { "type": "string", "pattern": "^#[0-9a-fA-F]{6}$" },
+                    "address": { "type": "string", "format": "email", "description": "On a verified domain of the account, or under one." },
+                    "display_name": string_or_null("Display name."),
+                    "signature": string_or_null("Signature."),
+                    "is_catch_all": { "type": ["boolean", "null"], "description": "Receives mail to unknown addresses of its domain." },
+                    "is_default": { "type": ["boolean", "null"], "description": "Setting it clears it on every other mailbox." },
+                    "color": { "type": ["string", "null"], "pattern": "^#[0-9a-fA-F]{6}$" },
                 }),
             ),
         ),
@@ -1141,11 +1150,11 @@ fn schemas() -> Value {
                 "The body of `PATCH /mailboxes/{id}`; `address` cannot be changed.",
                 &[],
                 json!({
-                    "display_name": string("Display name."),
+                    "display_name": string_or_null("Display name; null leaves it as it is."),
                     "signature": string_or_null("Null clears it."),
-                    "is_catch_all": boolean("Receives mail to unknown addresses of its domain."),
-                    "is_default": boolean("Setting it clears it on every other mailbox."),
-                    "color": { "type": "string", "pattern": "^#[0-9a-fA-F]{6}$" },
+                    "is_catch_all": { "type": ["boolean", "null"], "description": "Receives mail to unknown addresses of its domain; null leaves it as it is." },
+                    "is_default": { "type": ["boolean", "null"], "description": "Setting it clears it on every other mailbox; null leaves it as it is." },
+                    "color": { "type": ["string", "null"], "pattern": "^#[0-9a-fA-F]{6}$" },
                 }),
             ),
         ),
@@ -1390,13 +1399,25 @@ fn schemas() -> Value {
         (
             "SnsResult",
             json!({
-                "type": "object",
                 "description": "`{ok: true}` for notifications; `{confirmed: true, topic_arn}` for a confirmed subscription.",
-                "properties": {
-                    "ok": { "const": true },
-                    "confirmed": { "const": true },
-                    "topic_arn": string("The confirmed topic."),
-                },
+                // Two shapes with their fields required: an optional
+                // `const: true` comes out of openapi-python-client as Python
+                // that does not parse.
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "required": ["ok"],
+                        "properties": { "ok": { "const": true } },
+                    },
+                    {
+                        "type": "object",
+                        "required": ["confirmed", "topic_arn"],
+                        "properties": {
+                            "confirmed": { "const": true },
+                            "topic_arn": string("The confirmed topic."),
+                        },
+                    },
+                ],
             }),
         ),
     ];

@@ -15,6 +15,9 @@ use crate::core::validate;
 use crate::error::{ApiError, ApiResult, Problems};
 use crate::store::Sql;
 
+/// Why an address is suppressed.
+const REASONS: [&str; 3] = ["manual", "bounce", "complaint"];
+
 #[derive(Deserialize)]
 pub struct AddSuppression {
     address: String,
@@ -31,11 +34,18 @@ pub async fn list(
     let page = s.cursors.page(&params, &mut p);
     let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM suppressions WHERE 1 = 1"));
     suppressions::filter_reach(&key.reach, &mut q);
-    if let Some(a) = params.text("address") {
-        q.push(" AND address = ").bind(a.trim().to_lowercase());
+    if let Some(a) = params.address(&mut p, "address") {
+        q.push(" AND address = ").bind(a);
     }
-    if let Some(r) = params.text("reason") {
-        q.push(" AND reason = ").bind(r);
+    if let Some(r) = params.typed(&mut p, "reason") {
+        if REASONS.contains(&r) {
+            q.push(" AND reason = ").bind(r);
+        } else {
+            p.add(
+                "reason",
+                format!("unknown reason {r:?}; manual, bounce or complaint"),
+            );
+        }
     }
     p.finish()?;
     page.push(&mut q, "created_at", "id");
@@ -57,7 +67,7 @@ pub async fn add(
     key.require_account_reach("adding a suppression")?;
     let address = validate::address(&body.address).map_err(|e| ApiError::invalid("address", e))?;
     let reason = body.reason.unwrap_or_else(|| "manual".into());
-    if !matches!(reason.as_str(), "manual" | "bounce" | "complaint") {
+    if !REASONS.contains(&reason.as_str()) {
         return Err(ApiError::invalid(
             "reason",
             "one of manual, bounce, complaint",
