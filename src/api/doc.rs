@@ -158,3 +158,36 @@ fn sort(m: Map<String, Value>) -> Map<String, Value> {
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     entries.into_iter().collect()
 }
+
+/// Free-text query parameters (strings without a format, pattern or list of
+/// values) cannot hold NUL: the service refuses one (see `extract::Params`),
+/// as PostgreSQL cannot compare such text. The document says so.
+pub fn free_text_without_nul(doc: &mut Value) {
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for item in paths.values_mut() {
+        for method in METHODS {
+            // `get_mut`, not indexing: indexing a missing key inserts null.
+            let Some(params) = item
+                .get_mut(*method)
+                .and_then(|op| op.get_mut("parameters"))
+                .and_then(Value::as_array_mut)
+            else {
+                continue;
+            };
+            for p in params.iter_mut().filter(|p| p["in"] == "query") {
+                let Some(schema) = p.get_mut("schema") else {
+                    continue;
+                };
+                let free = schema["type"] == "string"
+                    && ["pattern", "format", "enum", "const"]
+                        .iter()
+                        .all(|k| schema.get(k).is_none());
+                if free {
+                    schema["pattern"] = json!("^[^\\u0000]*$");
+                }
+            }
+        }
+    }
+}

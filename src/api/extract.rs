@@ -139,6 +139,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
         let q = parts.uri.query().unwrap_or("");
         let mut map = HashMap::new();
         for (k, v) in url::form_urlencoded::parse(q.as_bytes()) {
+            // PostgreSQL cannot store or compare text with NUL in it.
+            if v.contains('\0') {
+                return Err(ApiError::invalid(
+                    k.as_ref(),
+                    "must not contain NUL characters",
+                ));
+            }
             map.insert(k.into_owned(), v.into_owned());
         }
         Ok(Params(map))

@@ -1819,6 +1819,7 @@ pub fn spec() -> &'static Value {
     DOC.get_or_init(|| {
         let mut doc = render();
         super::doc::overlay(&mut doc, &super::generated_openapi());
+        super::doc::free_text_without_nul(&mut doc);
         doc
     })
 }

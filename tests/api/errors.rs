@@ -243,3 +243,25 @@ async fn typed_query_values_are_checked_and_empty_ones_refused() {
         assert_eq!(r.status, 200, "{path}: {}", r.text);
     }
 }
+
+#[tokio::test]
+async fn nul_characters_in_query_values_are_refused() {
+    // PostgreSQL cannot compare text holding NUL: a query value with one is
+    // a 422 naming it, on both backends, rather than a 500 on one of them.
+    let app = spawn_app().await;
+    let r = app.get("/api/v1/emails?subject=a%00b").await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "subject");
+    let r = app.get("/api/v1/threads?q=%00").await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "q");
+    // The document says so: free-text query parameters exclude NUL.
+    let doc = app.get("/api/v1/openapi.json").await.body;
+    let q = doc["paths"]["/api/v1/threads"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "q")
+        .unwrap();
+    assert_eq!(q["schema"]["pattern"], "^[^\\u0000]*$");
+}
