@@ -161,9 +161,17 @@ fn sort(m: Map<String, Value>) -> Map<String, Value> {
 
 /// Free-text query parameters (strings without a format, pattern or list of
 /// values) cannot hold NUL: the service refuses one (see `extract::Params`),
-/// as PostgreSQL cannot compare such text. The document says so.
+/// as PostgreSQL cannot compare such text. The document says so, and lists
+/// the 422 on every operation with query parameters.
 pub fn free_text_without_nul(doc: &mut Value) {
-    let Some(paths) = doc["paths"].as_object_mut() else {
+    let invalid = error_name(422, false);
+    if doc
+        .pointer(&format!("/components/responses/{invalid}"))
+        .is_none()
+    {
+        doc["components"]["responses"][invalid] = error_response(422, false, true);
+    }
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
         return;
     };
     for item in paths.values_mut() {
@@ -187,6 +195,17 @@ pub fn free_text_without_nul(doc: &mut Value) {
                 if free {
                     schema["pattern"] = json!("^[^\\u0000]*$");
                 }
+            }
+            let queried = params.iter().any(|p| p["in"] == "query");
+            if let Some(responses) = item
+                .get_mut(*method)
+                .and_then(|op| op.get_mut("responses"))
+                .and_then(Value::as_object_mut)
+                && queried
+                && !responses.contains_key("422")
+            {
+                let target = format!("#/components/responses/{invalid}");
+                responses.insert("422".into(), json!({ "$ref": target }));
             }
         }
     }

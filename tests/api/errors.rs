@@ -255,6 +255,15 @@ async fn nul_characters_in_query_values_are_refused() {
     let r = app.get("/api/v1/threads?q=%00").await;
     assert_error(&r, 422, "invalid_request");
     assert_eq!(r.body["param"], "q");
+    // Nor can it look up a label by such a name: no label, not a 500.
+    let r = app
+        .patch(
+            "/api/v1/threads/thr_0000000000",
+            json!({"remove_labels": ["a\u{0}"]}),
+        )
+        .await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "remove_labels[0]");
     // The document says so: free-text query parameters exclude NUL.
     let doc = app.get("/api/v1/openapi.json").await.body;
     let q = doc["paths"]["/api/v1/threads"]["get"]["parameters"]
