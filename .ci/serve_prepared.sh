@@ -2,7 +2,7 @@
 # on one backend ($1: sqlite or postgres) with an API key, a verified domain
 # (example.com) and a mailbox (hello@example.com) prepared. Sets $work (a temp
 # directory removed on exit), $base (the server's URL) and $key; stops the
-# server on exit.
+# server on exit. PIGEONHOLE_SERVE_LOG names a file to keep the server's log in.
 backend="${1:?sqlite or postgres}"
 bin="${PIGEONHOLE_BIN:-target/debug/pigeonhole}"
 work="$(mktemp -d)"
@@ -18,7 +18,7 @@ esac
 export PIGEONHOLE_DATABASE_URL="$db" PIGEONHOLE_LISTEN="127.0.0.1:$port" PIGEONHOLE_SMTP_LISTEN="" \
     PIGEONHOLE_ENV=development PIGEONHOLE_RATE_LIMIT=1000000 PIGEONHOLE_OPEN_TRACKING=false \
     RUST_LOG="${RUST_LOG:-error}"
-"$bin" serve >"$work/serve.log" 2>&1 &
+"$bin" serve >"${PIGEONHOLE_SERVE_LOG:-$work/serve.log}" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true; rm -rf "$work"' EXIT
 base="http://127.0.0.1:$port"
