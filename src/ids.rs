@@ -37,6 +37,18 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", time_ordered_token(20))
 }
 
+/// Whether `s` can be an id of kind `prefix` (`mbx` for `mbx_…`).
+pub fn is_id(prefix: &str, s: &str) -> bool {
+    s.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_prefix('_'))
+        .is_some_and(|token| !token.is_empty() && token.bytes().all(|b| ALPHABET.contains(&b)))
+}
+
+/// The document's pattern for ids of kind `prefix`, matching [`is_id`].
+pub fn pattern(prefix: &str) -> String {
+    format!("^{prefix}_[0-9a-hjkmnp-tv-z]+$")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +69,11 @@ mod tests {
             (0..1000).map(|_| new_id("msg")).collect();
         assert_eq!(same_millisecond.len(), 1000);
         assert_eq!(time_ordered_token(24).len(), 24);
+        assert!(is_id("msg", &id));
+        assert!(!is_id("mbx", &id));
+        assert!(!is_id("msg", "msg_"));
+        assert!(!is_id("msg", "msg_01ILOU"));
+        let re = pattern("msg");
+        assert_eq!(re, "^msg_[0-9a-hjkmnp-tv-z]+$");
     }
 }

@@ -27,7 +27,7 @@ pub async fn list(
     key.require(Scope::MailRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
-    let order = match params.text("order") {
+    let order = match params.typed(&mut p, "order") {
         None => ContactOrder::Recent,
         Some(raw) => ContactOrder::parse(raw).unwrap_or_else(|| {
             p.add(
@@ -40,8 +40,8 @@ pub async fn list(
     let f = ContactFilter {
         order,
         text: params.text("q").map(str::to_string),
-        mailbox: params.text("mailbox").map(str::to_string),
-        mailbox_id: params.text("mailbox_id").map(str::to_string),
+        mailbox: params.address(&mut p, "mailbox"),
+        mailbox_id: params.id(&mut p, "mailbox_id", "mbx"),
     };
     p.finish()?;
     let items = contacts::list(&s.db, &key.reach, &f, &page).await?;

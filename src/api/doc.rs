@@ -123,6 +123,7 @@ fn render(public: &utoipa::openapi::OpenApi, keyed: &utoipa::openapi::OpenApi) -
             *slot = error_response(status, idempotent, true);
         }
     }
+    free_text_without_nul(&mut doc);
     doc["tags"] = tags(&doc);
     doc
 }
@@ -434,4 +435,56 @@ fn sort(m: Map<String, Value>) -> Map<String, Value> {
     let mut entries: Vec<(String, Value)> = m.into_iter().collect();
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     entries.into_iter().collect()
+}
+
+/// Free-text query parameters (strings without a format, pattern or list of
+/// values) cannot hold NUL: the service refuses one (see `extract::Params`),
+/// as PostgreSQL cannot compare such text. The document says so, and lists
+/// the 422 on every operation with query parameters.
+pub fn free_text_without_nul(doc: &mut Value) {
+    let invalid = error_name(422, false);
+    if doc
+        .pointer(&format!("/components/responses/{invalid}"))
+        .is_none()
+    {
+        doc["components"]["responses"][invalid] = error_response(422, false, true);
+    }
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for item in paths.values_mut() {
+        for method in METHODS {
+            // `get_mut`, not indexing: indexing a missing key inserts null.
+            let Some(params) = item
+                .get_mut(*method)
+                .and_then(|op| op.get_mut("parameters"))
+                .and_then(Value::as_array_mut)
+            else {
+                continue;
+            };
+            for p in params.iter_mut().filter(|p| p["in"] == "query") {
+                let Some(schema) = p.get_mut("schema") else {
+                    continue;
+                };
+                let free = schema["type"] == "string"
+                    && ["pattern", "format", "enum", "const"]
+                        .iter()
+                        .all(|k| schema.get(k).is_none());
+                if free {
+                    schema["pattern"] = json!("^[^\\u0000]*$");
+                }
+            }
+            let queried = params.iter().any(|p| p["in"] == "query");
+            if let Some(responses) = item
+                .get_mut(*method)
+                .and_then(|op| op.get_mut("responses"))
+                .and_then(Value::as_object_mut)
+                && queried
+                && !responses.contains_key("422")
+            {
+                let target = format!("#/components/responses/{invalid}");
+                responses.insert("422".into(), json!({ "$ref": target }));
+            }
+        }
+    }
 }

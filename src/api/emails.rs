@@ -394,7 +394,7 @@ pub async fn list(
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
     let mut f = SentFilter::default();
-    if let Some(raw) = params.text("status") {
+    if let Some(raw) = params.typed(&mut p, "status") {
         for x in raw.split(',').map(str::trim).filter(|x| !x.is_empty()) {
             match MessageStatus::parse_sent(x) {
                 Some(st) => f.statuses.push(st),
@@ -409,12 +409,12 @@ pub async fn list(
             }
         }
     }
-    f.from = params.text("from").map(str::to_string);
-    f.to = params.text("to").map(str::to_string);
+    f.from = params.address(&mut p, "from");
+    f.to = params.address(&mut p, "to");
     f.subject = params.text("subject").map(str::to_string);
     f.text = params.text("q").map(str::to_string);
     f.opened = params.flag(&mut p, "opened");
-    f.api_key_id = params.text("api_key_id").map(str::to_string);
+    f.api_key_id = params.id(&mut p, "api_key_id", "key");
     f.since = params.instant(&mut p, "since");
     f.until = params.until(&mut p, "until");
     f.mailboxes = mailbox_filter(&params, &mut p);
@@ -426,9 +426,9 @@ pub async fn list(
 /// `mailbox_id`, `mailbox` and `domain`, the filters every mail list takes.
 pub fn mailbox_filter(params: &Params, p: &mut Problems) -> MailboxFilter {
     MailboxFilter {
-        mailbox_id: params.text("mailbox_id").map(str::to_string),
+        mailbox_id: params.id(p, "mailbox_id", "mbx"),
         mailbox: params
-            .text("mailbox")
+            .typed(p, "mailbox")
             .and_then(|a| p.check("mailbox", validate::address(a))),
         domain: params.text("domain").map(str::to_string),
     }

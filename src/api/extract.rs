@@ -11,8 +11,11 @@ use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 
 use crate::api::{BODY_LIMIT, body_problems};
+
+mod struct_as_map;
 use crate::auth::ApiKey;
 use crate::error::{ApiError, Problems};
+use struct_as_map::StructAsMap;
 
 /// A request body read whole into one buffer sized by its `Content-Length`
 /// (axum's bytes extractor collects chunks and then copies them together,
@@ -93,7 +96,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     // Straight into the type: a large body is not held twice on the way.
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let e = match serde_path_to_error::deserialize(&mut de) {
+    let e = match serde_path_to_error::deserialize(StructAsMap(&mut de)) {
         Ok(value) => {
             de.end().map_err(malformed)?;
             return Ok(value);
@@ -136,6 +139,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
         let q = parts.uri.query().unwrap_or("");
         let mut map = HashMap::new();
         for (k, v) in url::form_urlencoded::parse(q.as_bytes()) {
+            // PostgreSQL cannot store or compare text with NUL in it.
+            if v.contains('\0') {
+                return Err(ApiError::invalid(
+                    k.as_ref(),
+                    "must not contain NUL characters",
+                ));
+            }
             map.insert(k.into_owned(), v.into_owned());
         }
         Ok(Params(map))
@@ -150,8 +160,39 @@ impl Params {
             .filter(|s| !s.is_empty())
     }
 
+    /// A typed parameter's text. Given empty (`until=`) it is refused: the
+    /// document types it (a date, a boolean, an address, one of a list)
+    /// and `""` is none of those; free-text parameters read through
+    /// [`Params::text`], where empty means absent.
+    pub fn typed(&self, problems: &mut Problems, name: &str) -> Option<&str> {
+        let raw = self.0.get(name)?;
+        if raw.is_empty() {
+            problems.add(name, "an empty value; leave the parameter out instead");
+            return None;
+        }
+        Some(raw)
+    }
+
+    /// An address filter, lower-cased; anything else is refused.
+    pub fn address(&self, problems: &mut Problems, name: &str) -> Option<String> {
+        let raw = self.typed(problems, name)?;
+        problems.check(name, crate::core::validate::address(raw))
+    }
+
+    /// An id filter (`mbx_…`); a value that cannot be an id of that kind
+    /// is refused rather than matching nothing.
+    pub fn id(&self, problems: &mut Problems, name: &str, prefix: &str) -> Option<String> {
+        let raw = self.typed(problems, name)?;
+        if crate::ids::is_id(prefix, raw) {
+            Some(raw.to_string())
+        } else {
+            problems.add(name, format!("{raw:?} is not a {prefix}_ id"));
+            None
+        }
+    }
+
     pub fn flag(&self, problems: &mut Problems, name: &str) -> Option<bool> {
-        match self.text(name)? {
+        match self.typed(problems, name)? {
             "true" | "1" => Some(true),
             "false" | "0" => Some(false),
             other => {
@@ -176,7 +217,7 @@ impl Params {
         name: &str,
         parse: fn(&str) -> Option<i64>,
     ) -> Option<i64> {
-        let raw = self.text(name)?;
+        let raw = self.typed(problems, name)?;
         let t = parse(raw);
         if t.is_none() {
             problems.add(

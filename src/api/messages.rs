@@ -36,16 +36,16 @@ pub async fn list(
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
     let mut f = ReceivedFilter::default();
-    if let Some(raw) = params.text("folder") {
+    if let Some(raw) = params.typed(&mut p, "folder") {
         match Folder::parse(raw) {
             Some(folder) => f.folder = Some(folder),
             None if raw == "all" => {}
             None => p.add("folder", format!("unknown folder {raw:?}")),
         }
     }
-    f.thread_id = params.text("thread_id").map(str::to_string);
-    f.from = params.text("from").map(str::to_string);
-    f.to = params.text("to").map(str::to_string);
+    f.thread_id = params.id(&mut p, "thread_id", "thr");
+    f.from = params.address(&mut p, "from");
+    f.to = params.address(&mut p, "to");
     f.subject = params.text("subject").map(str::to_string);
     f.text = params.text("q").map(str::to_string);
     f.unread = params.flag(&mut p, "unread");

@@ -28,7 +28,7 @@ pub trait ReadPage {
 impl ReadPage for CursorSigner {
     /// Reads `limit` and `cursor`, recording problems.
     fn page(&self, params: &Params, problems: &mut Problems) -> Page {
-        let limit = match params.text("limit") {
+        let limit = match params.typed(problems, "limit") {
             None => DEFAULT_LIMIT,
             Some(raw) => match raw.parse::<i64>() {
                 Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,

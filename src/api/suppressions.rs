@@ -36,9 +36,9 @@ pub async fn list(
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
     let filter = Filter {
-        address: params.text("address").map(str::to_string),
+        address: params.typed(&mut p, "address").map(str::to_string),
         reason: params
-            .text("reason")
+            .typed(&mut p, "reason")
             .and_then(|r| p.check("reason", SuppressionReason::parse(r).ok_or(REASONS.into()))),
     };
     p.finish()?;

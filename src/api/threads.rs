@@ -37,7 +37,7 @@ pub async fn list(
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
     let mut f = ThreadFilter::default();
-    match params.text("folder") {
+    match params.typed(&mut p, "folder") {
         None | Some("all") => {}
         Some(raw) => match Folder::parse(raw) {
             Some(folder) => f.folder = Some(folder),
@@ -51,14 +51,13 @@ pub async fn list(
         },
     }
     f.label = params
-        .text("label_id")
-        .or(params.text("label"))
-        .map(str::to_string);
+        .id(&mut p, "label_id", "lbl")
+        .or(params.text("label").map(str::to_string));
     f.text = params.text("q").map(str::to_string);
     f.unread = params.flag(&mut p, "unread");
     f.starred = params.flag(&mut p, "starred");
     f.has_attachments = params.flag(&mut p, "has_attachments");
-    f.participant = params.text("participant").map(str::to_string);
+    f.participant = params.address(&mut p, "participant");
     f.subject = params.text("subject").map(str::to_string);
     f.since = params.instant(&mut p, "since");
     f.until = params.until(&mut p, "until");

@@ -71,6 +71,11 @@ pub async fn list(db: &Db) -> Result<Vec<Label>, sqlx::Error> {
 
 /// By id or by name (case-insensitive).
 pub async fn find(db: &Db, id_or_name: &str) -> Result<Option<Label>, sqlx::Error> {
+    // No label holds a NUL (names refuse control characters), and
+    // PostgreSQL cannot compare text that does.
+    if id_or_name.contains('\0') {
+        return Ok(None);
+    }
     Sql::new("SELECT id, name, color, created_at FROM labels WHERE id = ")
         .bind(id_or_name)
         .push(" OR name_key = ")

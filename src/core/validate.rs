@@ -1,5 +1,10 @@
 //! Edge validation of the small value types every resource uses.
 
+/// What [`domain_name`] takes, as the document's pattern: a little
+/// narrower (the function also trims whitespace and trailing dots, and
+/// takes a last label that starts with a digit if it is not all digits).
+pub const DOMAIN_NAME_PATTERN: &str = "^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\\.)+[a-zA-Z]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\\.?$";
+
 /// A lower-case DNS name of at least two labels: letters, digits and inner hyphens.
 pub fn domain_name(raw: &str) -> Result<String, String> {
     let name = raw.trim().trim_end_matches('.').to_ascii_lowercase();

@@ -64,5 +64,6 @@ pub struct ContactListQuery {
     #[param(format = Email)]
     pub mailbox: Option<String>,
     /// Only contacts of this mailbox (`mbx_` id).
+    #[param(pattern = "^mbx_[0-9a-hjkmnp-tv-z]+$")]
     pub mailbox_id: Option<String>,
 }

@@ -40,9 +40,10 @@ impl OneOrMany {
 pub struct DraftCreate {
     /// The address of a mailbox the key reaches.
     // Absent is refused with a 422 naming `from`.
-    #[schema(value_type = String, required = true)]
+    #[schema(value_type = String, required = true, format = Email)]
     pub from: Option<String>,
-    /// Put the draft in this thread of that mailbox.
+    /// Put the draft in this thread of that mailbox (`thr_` id).
+    #[schema(pattern = "^thr_[0-9a-hjkmnp-tv-z]+$")]
     pub thread_id: Option<String>,
     /// OneOrMany.
     pub to: Option<OneOrMany>,

@@ -32,17 +32,27 @@ pub struct LabelRef {
 /// The body of `POST /labels`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct LabelCreate {
-    /// 1 to 60 characters, no control characters; unique.
+    /// 1 to 60 characters, not only spaces, no control characters;
+    /// unique.
+    // Absent is refused with a 422 naming `name`.
+    #[schema(value_type = String, required = true, max_length = 60, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$")]
     pub name: Option<String>,
     /// `#rrggbb`; default `#9ca3af`.
+    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
     pub color: Option<String>,
 }
 
 /// The body of `PATCH /labels/{id}`: the fields to change.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct LabelUpdate {
-    /// 1 to 60 characters, no control characters; unique.
+    /// 1 to 60 characters, not only spaces, no control characters;
+    /// unique.
+    #[schema(
+        max_length = 60,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: Option<String>,
     /// `#rrggbb`.
+    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
     pub color: Option<String>,
 }

@@ -323,7 +323,8 @@ pub struct EmailListQuery {
     pub q: Option<String>,
     /// Only opened (true) or unopened (false) mail.
     pub opened: Option<bool>,
-    /// Only mail sent by this API key.
+    /// Only mail sent by this API key (`key_` id).
+    #[param(pattern = "^key_[0-9a-hjkmnp-tv-z]+$")]
     pub api_key_id: Option<String>,
     /// Created at or after.
     #[param(value_type = Option<super::query::Instant>, inline)]
@@ -332,6 +333,7 @@ pub struct EmailListQuery {
     #[param(value_type = Option<super::query::Instant>, inline)]
     pub until: Option<String>,
     /// Only mail of this mailbox (`mbx_` id).
+    #[param(pattern = "^mbx_[0-9a-hjkmnp-tv-z]+$")]
     pub mailbox_id: Option<String>,
     /// Only mail of this mailbox address.
     #[param(format = Email)]
@@ -361,6 +363,7 @@ pub struct MessageListQuery {
     #[param(inline)]
     pub folder: Option<FolderFilter>,
     /// Only messages of this thread.
+    #[param(pattern = "^thr_[0-9a-hjkmnp-tv-z]+$")]
     pub thread_id: Option<String>,
     /// Exact sender address.
     #[param(format = Email)]
@@ -381,6 +384,7 @@ pub struct MessageListQuery {
     #[param(value_type = Option<super::query::Instant>, inline)]
     pub until: Option<String>,
     /// Only mail of this mailbox (`mbx_` id).
+    #[param(pattern = "^mbx_[0-9a-hjkmnp-tv-z]+$")]
     pub mailbox_id: Option<String>,
     /// Only mail of this mailbox address.
     #[param(format = Email)]

@@ -1,7 +1,7 @@
 //! Threads on the wire.
 
 use serde::{Deserialize, Serialize};
-use utoipa::openapi::schema::{AnyOfBuilder, ArrayBuilder};
+use utoipa::openapi::schema::{AnyOfBuilder, ArrayBuilder, ObjectBuilder, SchemaType, Type};
 use utoipa::openapi::{Ref, RefOr, Schema};
 use utoipa::{IntoParams, ToSchema};
 
@@ -84,6 +84,18 @@ fn thread_messages_schema() -> impl Into<RefOr<Schema>> {
         )
 }
 
+/// Label names or ids, or null: an item has to be able to name a label.
+fn label_keys() -> impl Into<RefOr<Schema>> {
+    let key = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .max_length(Some(60))
+        .pattern(Some("^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"));
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .description(Some("Label names or ids."))
+        .items(key)
+}
+
 /// A folder a thread can be moved to (drafts stay where they are).
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -105,8 +117,10 @@ pub struct ThreadUpdate {
     /// Star flag.
     pub is_starred: Option<bool>,
     /// Label names or ids.
+    #[schema(schema_with = label_keys)]
     pub add_labels: Option<Vec<String>>,
     /// Label names or ids.
+    #[schema(schema_with = label_keys)]
     pub remove_labels: Option<Vec<String>>,
 }
 
@@ -129,6 +143,7 @@ pub struct ThreadListQuery {
     #[param(inline)]
     pub folder: Option<FolderFilter>,
     /// Only threads carrying this label (`lbl_` id).
+    #[param(pattern = "^lbl_[0-9a-hjkmnp-tv-z]+$")]
     pub label_id: Option<String>,
     /// Only threads carrying the label of this name.
     pub label: Option<String>,
@@ -152,6 +167,7 @@ pub struct ThreadListQuery {
     #[param(value_type = Option<super::query::Instant>, inline)]
     pub until: Option<String>,
     /// Only mail of this mailbox (`mbx_` id).
+    #[param(pattern = "^mbx_[0-9a-hjkmnp-tv-z]+$")]
     pub mailbox_id: Option<String>,
     /// Only mail of this mailbox address.
     #[param(format = Email)]

@@ -184,3 +184,93 @@ async fn a_declared_length_over_the_limit_is_a_json_413_on_every_route() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_body_documented_as_an_object_is_refused_as_an_array() {
+    let app = spawn_app().await;
+    // serde reads a struct from an array too; the document says object.
+    let r = app
+        .post("/api/v1/labels", json!(["Urgent", "#ff0000"]))
+        .await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "body");
+    assert_eq!(app.get("/api/v1/labels").await.body["data"], json!([]));
+    let r = app.post("/api/v1/labels", json!({"name": "Urgent"})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let id = r.body["id"].as_str().unwrap();
+    let r = app
+        .patch(&format!("/api/v1/labels/{id}"), json!([null, null]))
+        .await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "body");
+}
+
+#[tokio::test]
+async fn typed_query_values_are_checked_and_empty_ones_refused() {
+    let app = spawn_app().await;
+    for (path, param) in [
+        ("/api/v1/threads?until=", "until"),
+        ("/api/v1/messages?since=", "since"),
+        ("/api/v1/threads?unread=", "unread"),
+        ("/api/v1/contacts?limit=", "limit"),
+        ("/api/v1/threads?folder=", "folder"),
+        ("/api/v1/contacts?order=", "order"),
+        ("/api/v1/contacts?mailbox=null", "mailbox"),
+        ("/api/v1/messages?mailbox=", "mailbox"),
+        ("/api/v1/messages?from=nobody", "from"),
+        ("/api/v1/emails?to=null", "to"),
+        ("/api/v1/emails?status=", "status"),
+        ("/api/v1/threads?participant=null", "participant"),
+        ("/api/v1/threads?mailbox_id=mailbox", "mailbox_id"),
+        ("/api/v1/contacts?mailbox_id=mbx_", "mailbox_id"),
+        ("/api/v1/threads?label_id=Urgent", "label_id"),
+        ("/api/v1/messages?thread_id=thr_OOPS", "thread_id"),
+        ("/api/v1/emails?api_key_id=me", "api_key_id"),
+        ("/api/v1/suppressions?reason=null", "reason"),
+        ("/api/v1/suppressions?address=", "address"),
+    ] {
+        let r = app.get(path).await;
+        assert_error(&r, 422, "invalid_request");
+        assert_eq!(r.body["param"], param, "{path}: {}", r.text);
+    }
+    // Free text given empty is no filter at all.
+    for path in [
+        "/api/v1/threads?q=&subject=&label=",
+        "/api/v1/contacts?q=&mailbox_id=mbx_00000000000000000000",
+        "/api/v1/messages?from=Someone@Example.com&thread_id=thr_0000000000",
+    ] {
+        let r = app.get(path).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text);
+    }
+}
+
+#[tokio::test]
+async fn nul_characters_in_query_values_are_refused() {
+    // PostgreSQL cannot compare text holding NUL: a query value with one is
+    // a 422 naming it, on both backends, rather than a 500 on one of them.
+    let app = spawn_app().await;
+    let r = app.get("/api/v1/emails?subject=a%00b").await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "subject");
+    let r = app.get("/api/v1/threads?q=%00").await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "q");
+    // Nor can it look up a label by such a name: no label, not a 500.
+    let r = app
+        .patch(
+            "/api/v1/threads/thr_0000000000",
+            json!({"remove_labels": ["a\u{0}"]}),
+        )
+        .await;
+    assert_error(&r, 422, "invalid_request");
+    assert_eq!(r.body["param"], "remove_labels[0]");
+    // The document says so: free-text query parameters exclude NUL.
+    let doc = app.get("/api/v1/openapi.json").await.body;
+    let q = doc["paths"]["/api/v1/threads"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "q")
+        .unwrap();
+    assert_eq!(q["schema"]["pattern"], "^[^\\u0000]*$");
+}
