@@ -87,7 +87,8 @@ pub struct SuppressionDeleted {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct SuppressionFilter {
-    /// Exact address (an empty value is no filter).
+    /// Exact address.
+    #[param(min_length = 1)]
     pub address: Option<String>,
     /// Why the address is suppressed.
     pub reason: Option<SuppressionReason>,
