@@ -10,7 +10,6 @@ error, unexpected status or reply the client cannot parse fails the check.
 """
 
 import importlib
-import json
 import sys
 
 base, key, parent = sys.argv[1:4]
