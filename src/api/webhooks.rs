@@ -222,7 +222,7 @@ pub async fn list_deliveries(
     key.require(Scope::WebhooksRead)?;
     let mut problems = Problems::new();
     let page = s.cursors.page(&params, &mut problems);
-    let event = params.text("event").and_then(|e| {
+    let event = params.typed(&mut problems, "event").and_then(|e| {
         let known = EventName::parse(e).ok_or_else(|| format!("unknown event name {e:?}"));
         problems.check("event", known)
     });

@@ -228,6 +228,7 @@ async fn typed_query_values_are_checked_and_empty_ones_refused() {
         ("/api/v1/emails?api_key_id=me", "api_key_id"),
         ("/api/v1/suppressions?reason=null", "reason"),
         ("/api/v1/suppressions?address=", "address"),
+        ("/api/v1/webhook-deliveries?event=", "event"),
     ] {
         let r = app.get(path).await;
         assert_error(&r, 422, "invalid_request");
