@@ -49,6 +49,13 @@ pub async fn edge(State(limits): State<HeadLimits>, req: Request, next: Next) ->
     envelope(resp).await
 }
 
+/// Whether a path holds a percent-encoded NUL (a raw one cannot reach here).
+fn has_nul(path: &str) -> bool {
+    path.as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1] == b'0' && w[2] == b'0')
+}
+
 fn check_head(req: &Request, limits: HeadLimits) -> Result<(), ApiError> {
     // On every route, also those that read no body: a client about to send
     // more than the limit learns so before sending it.
@@ -59,6 +66,11 @@ fn check_head(req: &Request, limits: HeadLimits) -> Result<(), ApiError> {
         .and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
         return Err(ApiError::PayloadTooLarge);
+    }
+    // No id, name or address holds NUL, and PostgreSQL cannot compare text
+    // that does: a path naming one names nothing.
+    if has_nul(req.uri().path()) {
+        return Err(ApiError::NotFound("object"));
     }
     if uri_len(req.uri()) > limits.max_uri_bytes {
         return Err(ApiError::UriTooLong {

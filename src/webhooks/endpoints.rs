@@ -228,7 +228,12 @@ pub async fn validate_mailbox(
     reach: &Reach,
     id: &str,
 ) -> Result<Option<String>, sqlx::Error> {
-    match mailboxes::get(db, reach, id).await? {
+    // No id or address holds NUL (and PostgreSQL cannot compare text that does).
+    let found = match id.contains('\0') {
+        true => None,
+        false => mailboxes::get(db, reach, id).await?,
+    };
+    match found {
         Some(m) => Ok(Some(m.id)),
         None => {
             problems.add("mailbox_id", format!("no mailbox {id:?}"));

@@ -275,3 +275,52 @@ async fn nul_characters_in_query_values_are_refused() {
         .unwrap();
     assert_eq!(q["schema"]["pattern"], "^[^\\u0000]*$");
 }
+
+#[tokio::test]
+async fn nul_characters_in_ids_name_nothing() {
+    // PostgreSQL cannot compare text holding NUL: an id in the path or a
+    // mailbox named in a body with one is no object (404, 422), not a 500.
+    let app = spawn_app().await;
+    for path in [
+        "/api/v1/mailboxes/a%00b",
+        "/api/v1/domains/example%00.com",
+        "/api/v1/threads/thr_%00",
+        "/api/v1/webhooks/whk_0%00",
+    ] {
+        let r = app.get(path).await;
+        assert_error(&r, 404, "not_found");
+    }
+    let r = app
+        .post(
+            "/api/v1/webhooks",
+            json!({"url": "https://hooks.example.com/x", "events": ["*"], "mailbox_id": "mbx_\u{0}"}),
+        )
+        .await;
+    assert_error(&r, 422, "invalid_request");
+    // Nor a thread named in a send or a draft.
+    for (path, body) in [
+        (
+            "/api/v1/emails",
+            json!({"from": "team@example.com", "to": "a@b.com", "text": "t", "thread_id": "thr_\u{0}"}),
+        ),
+        (
+            "/api/v1/drafts",
+            json!({"from": "team@example.com", "to": ["a@b.com"], "text": "t", "thread_id": "thr_\u{0}"}),
+        ),
+        (
+            "/api/v1/threads/thr_0000000000/reply",
+            json!({"text": "t\u{0}"}),
+        ),
+    ] {
+        let r = app.post(path, body).await;
+        assert!(r.status < 500, "{path}: {} {}", r.status, r.text);
+    }
+    // (The URL's host does not resolve here, so `url` comes first.)
+    assert!(
+        r.body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("mailbox_id: no mailbox")),
+        "{}",
+        r.text
+    );
+}
