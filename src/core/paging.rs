@@ -5,7 +5,6 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
-use serde_json::{Value, json};
 use sha2::Sha256;
 use utoipa::ToSchema;
 
@@ -121,23 +120,6 @@ impl Page {
             has_more,
             ..List::whole(items.into_iter().map(|(_, _, v)| v).collect())
         }
-    }
-
-    /// As [`Page::list`], untyped (for replies not yet typed).
-    pub fn envelope(&self, signer: &CursorSigner, mut items: Vec<(i64, String, Value)>) -> Value {
-        let has_more = items.len() as i64 > self.limit;
-        items.truncate(self.limit as usize);
-        let next = if has_more {
-            items.last().map(|(t, id, _)| signer.encode(*t, id))
-        } else {
-            None
-        };
-        let data: Vec<Value> = items.into_iter().map(|(_, _, v)| v).collect();
-        let mut out = json!({ "object": "list", "data": data, "has_more": has_more });
-        if let Some(c) = next {
-            out["next_cursor"] = json!(c);
-        }
-        out
     }
 }
 
