@@ -64,6 +64,16 @@ pub struct ReceivedFilter {
     pub mailboxes: MailboxFilter,
 }
 
+/// `since`/`until` bounds (both inclusive) on a list's time column.
+pub(crate) fn push_window(q: &mut Sql, column: &str, since: Option<i64>, until: Option<i64>) {
+    if let Some(t) = since {
+        q.push(&format!(" AND {column} >= ")).bind(t);
+    }
+    if let Some(t) = until {
+        q.push(&format!(" AND {column} <= ")).bind(t);
+    }
+}
+
 /// Sender, recipient, subject and full-text conditions both lists share.
 fn push_common(
     db: &Db,
@@ -127,12 +137,7 @@ pub async fn sent(
     if let Some(k) = &f.api_key_id {
         q.push(" AND m.api_key_id = ").bind(k.clone());
     }
-    if let Some(t) = f.since {
-        q.push(" AND m.created_at >= ").bind(t);
-    }
-    if let Some(t) = f.until {
-        q.push(" AND m.created_at <= ").bind(t);
-    }
+    push_window(&mut q, "m.created_at", f.since, f.until);
     f.mailboxes
         .push(&mut q, "m.mailbox_id", "m.mailbox", "m.domain");
     page.push(&mut q, "m.created_at", "m.id");
@@ -173,12 +178,7 @@ pub async fn received(
     if let Some(unread) = f.unread {
         q.push(" AND m.is_read = ").bind(!unread);
     }
-    if let Some(t) = f.since {
-        q.push(" AND m.received_at >= ").bind(t);
-    }
-    if let Some(t) = f.until {
-        q.push(" AND m.received_at <= ").bind(t);
-    }
+    push_window(&mut q, "m.received_at", f.since, f.until);
     f.mailboxes
         .push(&mut q, "m.mailbox_id", "m.mailbox", "m.domain");
     page.push(&mut q, "m.received_at", "m.id");

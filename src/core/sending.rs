@@ -431,7 +431,7 @@ fn sender_mailbox(
 }
 
 /// What sending uses of the application: its database, provider and quota,
-/// and two settings (made from the application's state, see `crate::app`).
+/// and two settings. The application builds it from its own state.
 #[derive(Clone)]
 pub struct Sending {
     pub db: Db,

@@ -182,12 +182,7 @@ pub async fn list(
         q.push(" AND ");
         db.push_contains(&mut q, "t.subject", subject);
     }
-    if let Some(t) = f.since {
-        q.push(" AND t.last_message_at >= ").bind(t);
-    }
-    if let Some(t) = f.until {
-        q.push(" AND t.last_message_at <= ").bind(t);
-    }
+    crate::core::message_lists::push_window(&mut q, "t.last_message_at", f.since, f.until);
     f.mailboxes
         .push(&mut q, "t.mailbox_id", "t.mailbox", "t.domain");
     match (sqlite_search, f.text.as_deref()) {
