@@ -458,3 +458,31 @@ async fn send_bodies_are_plain_and_say_what_the_server_refuses() {
         );
     }
 }
+
+/// Every id pattern the document states is the one `pigeonhole::ids` checks
+/// (the annotations spell it out; this keeps them from drifting apart).
+#[tokio::test]
+async fn id_patterns_match_the_id_alphabet() {
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(p)) = m.get("pattern") {
+                    out.push(p.clone());
+                }
+                m.values().for_each(|x| walk(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut patterns = Vec::new();
+    walk(&doc, &mut patterns);
+    let ids: Vec<&String> = patterns.iter().filter(|p| p.contains("_[0-9a-")).collect();
+    assert!(!ids.is_empty(), "no id pattern in the document");
+    for p in ids {
+        let prefix = p.trim_start_matches('^').split('_').next().unwrap();
+        assert_eq!(*p, pigeonhole::ids::pattern(prefix), "id pattern {p}");
+    }
+}
