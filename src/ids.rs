@@ -1,5 +1,7 @@
 //! Identifiers: a kind prefix and lower-case base32.
 
+use std::marker::PhantomData;
+
 use rand::Rng;
 
 const ALPHABET: &[u8] = b"0123456789abcdefghjkmnpqrstvwxyz";
@@ -49,6 +51,154 @@ pub fn pattern(prefix: &str) -> String {
     format!("^{prefix}_[0-9a-hjkmnp-tv-z]+$")
 }
 
+/// What an [`Id`] names: its prefix, and the word a 404 uses for it.
+pub trait IdKind {
+    const PREFIX: &'static str;
+    /// As in "thread not found".
+    const NOUN: &'static str;
+    /// The document's schema name (`ThreadId`).
+    const SCHEMA: &'static str;
+}
+
+macro_rules! id_kinds {
+    ($($kind:ident $alias:ident: $prefix:literal, $noun:literal;)*) => {$(
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $kind {}
+        impl IdKind for $kind {
+            const PREFIX: &'static str = $prefix;
+            const NOUN: &'static str = $noun;
+            const SCHEMA: &'static str = stringify!($alias);
+        }
+        pub type $alias = Id<$kind>;
+    )*};
+}
+
+id_kinds! {
+    MessageKind MessageId: "msg", "message";
+    ThreadKind ThreadId: "thr", "thread";
+    DomainKind DomainId: "dom", "domain";
+    MailboxKind MailboxId: "mbx", "mailbox";
+    WebhookKind WebhookId: "whk", "webhook";
+    DeliveryKind DeliveryId: "whd", "webhook delivery";
+    LabelKind LabelId: "lbl", "label";
+    AttachmentKind AttachmentId: "att", "attachment";
+    ContactKind ContactId: "con", "contact";
+    SuppressionKind SuppressionId: "sup", "suppression";
+    KeyKind KeyId: "key", "key";
+    EventKind EventId: "evt", "event";
+}
+
+/// An identifier of one kind: `thr_…` can only be a [`ThreadId`]. Input
+/// becomes one through [`Id::parse`] (or deserialising), which checks the
+/// prefix and the alphabet; what the store gives back is trusted.
+pub struct Id<K>(String, PhantomData<fn() -> K>);
+
+impl<K: IdKind> Id<K> {
+    /// A fresh, time-ordered id of this kind.
+    pub fn generate() -> Self {
+        Id(new_id(K::PREFIX), PhantomData)
+    }
+
+    /// `raw` if it can be an id of this kind.
+    pub fn parse(raw: &str) -> Option<Self> {
+        is_id(K::PREFIX, raw).then(|| Id(raw.to_string(), PhantomData))
+    }
+
+    /// An id read back from the store, which only ever holds ids it made.
+    pub fn from_stored(raw: String) -> Self {
+        Id(raw, PhantomData)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl<K> Clone for Id<K> {
+    fn clone(&self) -> Self {
+        Id(self.0.clone(), PhantomData)
+    }
+}
+
+impl<K> PartialEq for Id<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl<K> Eq for Id<K> {}
+
+impl<K> std::hash::Hash for Id<K> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state)
+    }
+}
+
+impl<K> std::fmt::Debug for Id<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl<K> std::fmt::Display for Id<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<K> std::ops::Deref for Id<K> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<K> AsRef<str> for Id<K> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<K> From<Id<K>> for String {
+    fn from(id: Id<K>) -> String {
+        id.0
+    }
+}
+
+impl<K> serde::Serialize for Id<K> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de, K: IdKind> serde::Deserialize<'de> for Id<K> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Id::parse(&raw)
+            .ok_or_else(|| serde::de::Error::custom(format!("{raw:?} is not a {}_ id", K::PREFIX)))
+    }
+}
+
+impl<K: IdKind> utoipa::PartialSchema for Id<K> {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some(pattern(K::PREFIX)))
+            .description(Some(format!("A {} id (`{}_…`).", K::NOUN, K::PREFIX)))
+            .into()
+    }
+}
+
+impl<K: IdKind> utoipa::ToSchema for Id<K> {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed(K::SCHEMA)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +223,11 @@ mod tests {
         assert!(!is_id("mbx", &id));
         assert!(!is_id("msg", "msg_"));
         assert!(!is_id("msg", "msg_01ILOU"));
+        let typed: ThreadId = serde_json::from_str("\"thr_0123abc\"").unwrap();
+        assert_eq!(typed.as_str(), "thr_0123abc");
+        assert!(serde_json::from_str::<ThreadId>("\"msg_0123abc\"").is_err());
+        assert!(ThreadId::parse("thr_01IL").is_none());
+        assert!(is_id("thr", &ThreadId::generate()));
         let re = pattern("msg");
         assert_eq!(re, "^msg_[0-9a-hjkmnp-tv-z]+$");
     }
