@@ -7,6 +7,7 @@ use crate::core::error::{CoreError, UpstreamKind};
 pub use crate::core::error::{FieldProblem, Problems};
 use crate::model::error::{ErrorBody, ErrorCode};
 use crate::model::keys::Scope;
+use crate::store::fault::{self, StoreFault};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -57,8 +58,41 @@ pub enum ApiError {
     /// This instance cannot take the request now (503 with `Retry-After`).
     #[error("{message}")]
     Busy { message: String, retry_after: u64 },
+    /// The database cannot serve now (see `store::fault`): 503, or 507 when
+    /// it is out of space, with `Retry-After`; the detail goes to the log.
+    #[error("{}", fault_message(*.fault))]
+    Store {
+        fault: StoreFault,
+        detail: anyhow::Error,
+    },
     #[error("internal error")]
-    Internal(#[from] anyhow::Error),
+    Internal(anyhow::Error),
+}
+
+fn fault_message(fault: StoreFault) -> &'static str {
+    match fault {
+        StoreFault::Unavailable => "the database is unavailable; retry shortly",
+        StoreFault::Full => "the database is out of space; retry later",
+        StoreFault::ReadOnly => "the database is read-only; retry later",
+    }
+}
+
+/// Seconds a client is asked to wait before retrying after `fault`.
+fn fault_retry_after(fault: StoreFault) -> u64 {
+    match fault {
+        StoreFault::Unavailable => 1,
+        StoreFault::Full | StoreFault::ReadOnly => 30,
+    }
+}
+
+/// An internal error, unless it is a database fault that retrying cures.
+impl From<anyhow::Error> for ApiError {
+    fn from(e: anyhow::Error) -> Self {
+        match fault::classify(&e) {
+            Some(fault) => ApiError::Store { fault, detail: e },
+            None => ApiError::Internal(e),
+        }
+    }
 }
 
 impl ApiError {
@@ -93,6 +127,10 @@ impl ApiError {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
             }
             ApiError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Store { fault, .. } => match fault {
+                StoreFault::Full => StatusCode::INSUFFICIENT_STORAGE,
+                StoreFault::Unavailable | StoreFault::ReadOnly => StatusCode::SERVICE_UNAVAILABLE,
+            },
             ApiError::SentNotRecorded { .. } | ApiError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -127,7 +165,9 @@ impl ApiError {
             },
             ApiError::Invalid(_) => ErrorCode::InvalidRequest,
             ApiError::RateLimited { .. } => ErrorCode::RateLimited,
-            ApiError::Upstream { .. } | ApiError::Busy { .. } => ErrorCode::ServerError,
+            ApiError::Upstream { .. } | ApiError::Busy { .. } | ApiError::Store { .. } => {
+                ErrorCode::ServerError
+            }
             ApiError::SentNotRecorded { .. } | ApiError::Internal(_) => ErrorCode::ServerError,
         }
     }
@@ -208,14 +248,14 @@ impl From<CoreError> for ApiError {
                 message,
                 retry_after,
             },
-            CoreError::Internal(e) => ApiError::Internal(e),
+            CoreError::Internal(e) => ApiError::from(e),
         }
     }
 }
 
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        ApiError::Internal(anyhow::Error::new(e).context("database"))
+        ApiError::from(anyhow::Error::new(e).context("database"))
     }
 }
 
@@ -234,6 +274,10 @@ impl IntoResponse for ApiError {
                 // The detail goes to the log, never to the client.
                 tracing::error!(error = format!("{e:#}"), "internal error");
                 None
+            }
+            ApiError::Store { fault, detail } => {
+                tracing::warn!(error = format!("{detail:#}"), ?fault, "database fault");
+                Some(fault_retry_after(*fault))
             }
             _ => None,
         };

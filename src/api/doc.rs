@@ -249,9 +249,11 @@ fn error_doc(status: u16, idempotent: bool) -> &'static str {
         500 => "The instance failed; retry.",
         502 => "The provider or an upstream service could not be reached.",
         503 => {
-            "The provider or an upstream service is unavailable, or (with `Retry-After`) the \
-             instance has no memory free for a large request body now; retry."
+            "The database, the provider or an upstream service is unavailable, or the instance \
+             has no memory free for a large request body now; retry (after `Retry-After` when \
+             given)."
         }
+        507 => "The database is out of space; retry after `Retry-After`.",
         _ => "Error.",
     }
 }
@@ -270,6 +272,7 @@ fn error_name(status: u16, idempotent: bool) -> &'static str {
         500 => "ServerError",
         502 => "BadGateway",
         503 => "ServiceUnavailable",
+        507 => "InsufficientStorage",
         _ => "Error",
     }
 }
@@ -282,7 +285,7 @@ fn error_response(status: u16, idempotent: bool, keyed: bool) -> Value {
             headers.insert(name.into(), header_ref(name));
         }
     }
-    if status == 429 || (status == 409 && idempotent) {
+    if matches!(status, 429 | 503 | 507) || (status == 409 && idempotent) {
         headers.insert("Retry-After".into(), header_ref("Retry-After"));
     }
     let doc = match status {
@@ -371,7 +374,8 @@ fn conventional(path: &str, mut op: Value, needed: &mut Vec<(u16, bool)>) -> Val
         .any(|p| p["in"] == "header" && p["name"] == "Idempotency-Key");
     let has_body = op["requestBody"].is_object();
 
-    let mut errors = vec![401, 429, 500];
+    // 503 and 507: the database unreachable or out of space (store::fault).
+    let mut errors = vec![401, 429, 500, 503, 507];
     if !scopes.is_empty() {
         errors.push(403);
     }

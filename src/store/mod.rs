@@ -13,6 +13,7 @@ use bytes::Bytes;
 use sqlx::any::{AnyArguments, AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{Any, AnyPool, Arguments, ConnectOptions, Executor, Row};
 
+pub mod fault;
 mod group;
 mod index_writes;
 mod json_rows;
@@ -721,6 +722,10 @@ impl RowExt for AnyRow {
     }
 }
 
+/// How long a request waits for a PostgreSQL connection (the server
+/// restarting, or every connection busy) before it is refused as unavailable.
+pub const POSTGRES_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
 impl Db {
     /// Connects (creating a SQLite file if missing) and applies migrations.
     pub async fn connect(url: &str) -> anyhow::Result<Db> {
@@ -778,7 +783,9 @@ impl Db {
                 let opts = AnyConnectOptions::from_str(url)?.disable_statement_logging();
                 let pool = AnyPoolOptions::new()
                     .max_connections(16)
-                    .acquire_timeout(Duration::from_secs(30))
+                    // While the server is away a request waits this long for
+                    // it, then is answered 503 with Retry-After.
+                    .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
                     // A ping on every checkout costs a round trip per query;
                     // broken connections surface as errors instead.
                     .test_before_acquire(false)

@@ -6,6 +6,7 @@ mod helpers;
 
 mod auth;
 mod cli;
+mod db_outage;
 mod domains;
 mod drafts;
 mod email_lists;
