@@ -10,7 +10,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::api;
 use crate::api::metrics::Metrics;
-use crate::api::rate_limit::RateLimiter;
+use crate::api::rate_limit::{KeyRateLimiter, RateLimiter, SharedRateLimiter};
 use crate::config::{Config, ProviderKind};
 use crate::core::memory::MemoryBudget;
 use crate::core::paging::CursorSigner;
@@ -22,7 +22,7 @@ use crate::provider::simulator::Simulator;
 use crate::provider::sns::{HttpsCertFetcher, SnsVerifier};
 use crate::provider::{EventSink, Provider};
 use crate::sql;
-use crate::store::{Db, RowExt};
+use crate::store::{Backend, Db, RowExt};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -31,7 +31,10 @@ pub struct AppState {
     pub provider: Arc<dyn Provider>,
     pub dns: Arc<Dns>,
     pub cursors: CursorSigner,
-    pub rate_limiter: Arc<RateLimiter>,
+    /// Per key (see `api::rate_limit`).
+    pub rate_limiter: Arc<KeyRateLimiter>,
+    /// Per client address for calls without a key; always per process.
+    pub address_limiter: Arc<RateLimiter>,
     pub metrics: Arc<Metrics>,
     pub quota: Arc<QuotaGuard>,
     /// Memory for large messages, shared with the SMTP listener (see
@@ -74,10 +77,16 @@ impl AppState {
             Arc::new(HttpsCertFetcher::new().map_err(|e| anyhow::anyhow!("{e}"))?),
         );
         tokio::spawn(crate::workers::provider_events(db.clone(), events));
-        tokio::spawn(crate::workers::purge_idempotency_keys(db.clone()));
+        tokio::spawn(crate::workers::purge_expired(db.clone()));
         let dns = Arc::new(dns);
         let webhooks = crate::webhooks::Webhooks::start(db.clone(), &config, dns.clone());
         let quota = Arc::new(QuotaGuard::new(provider.clone()));
+        let rate_limiter = match db.backend() {
+            Backend::Postgres if !config.rate_limit_per_process => {
+                KeyRateLimiter::Shared(SharedRateLimiter::new(db.clone()))
+            }
+            _ => KeyRateLimiter::Process(RateLimiter::default()),
+        };
         Ok(AppState {
             db,
             memory: MemoryBudget::new(config.message_memory_budget),
@@ -85,7 +94,8 @@ impl AppState {
             provider,
             dns,
             cursors: CursorSigner::new(cursor_key),
-            rate_limiter: Arc::new(RateLimiter::default()),
+            rate_limiter: Arc::new(rate_limiter),
+            address_limiter: Arc::new(RateLimiter::default()),
             metrics: Arc::new(Metrics::default()),
             quota,
             sns: Arc::new(sns),

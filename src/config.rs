@@ -42,6 +42,9 @@ pub struct Config {
     pub webhook_retry_delays: Vec<Duration>,
     pub webhook_timeout: Duration,
     pub rate_limit: u32,
+    /// Whether a key's limit is counted in each process alone (spec §8)
+    /// rather than across the deployment (PostgreSQL only).
+    pub rate_limit_per_process: bool,
     pub ses_region: Option<String>,
     pub ses_endpoint: Option<String>,
     /// SNS topic ARNs whose notifications are accepted at `/sns/ses`.
@@ -119,6 +122,7 @@ const VARS: &[&str] = &[
     "PIGEONHOLE_WEBHOOK_RETRY_DELAYS",
     "PIGEONHOLE_WEBHOOK_TIMEOUT",
     "PIGEONHOLE_RATE_LIMIT",
+    "PIGEONHOLE_RATE_LIMIT_SCOPE",
     "PIGEONHOLE_SES_REGION",
     "PIGEONHOLE_SES_ENDPOINT",
     "PIGEONHOLE_SNS_TOPICS",
@@ -320,6 +324,13 @@ impl Config {
                 )
             })?;
 
+        let scope_var = "PIGEONHOLE_RATE_LIMIT_SCOPE";
+        let rate_limit_per_process = match get(scope_var).as_deref() {
+            None | Some("") | Some("deployment") => false,
+            Some("process") => true,
+            Some(_) => return Err(bad(scope_var, "expected deployment or process")),
+        };
+
         let ses_region = get("PIGEONHOLE_SES_REGION").filter(|s| !s.is_empty());
         let ses_endpoint = get("PIGEONHOLE_SES_ENDPOINT").filter(|s| !s.is_empty());
         if let Some(e) = &ses_endpoint {
@@ -409,6 +420,7 @@ impl Config {
             webhook_retry_delays,
             webhook_timeout,
             rate_limit,
+            rate_limit_per_process,
             ses_region,
             ses_endpoint,
             sns_topics,
@@ -578,6 +590,7 @@ mod tests {
         assert_eq!(c.webhook_retry_delays[3], Duration::from_secs(30));
         assert_eq!(c.webhook_timeout, Duration::from_secs(10));
         assert_eq!(c.rate_limit, 300);
+        assert!(!c.rate_limit_per_process);
         assert_eq!(c.http.header_timeout, Duration::from_secs(10));
         assert_eq!(c.http.idle_timeout, Duration::from_secs(75));
         assert_eq!(c.http.body_timeout, Duration::from_secs(120));
@@ -620,6 +633,7 @@ mod tests {
             ("PIGEONHOLE_WEBHOOK_RETRY_DELAYS", "0,a,1,2"),
             ("PIGEONHOLE_WEBHOOK_TIMEOUT", "-1"),
             ("PIGEONHOLE_RATE_LIMIT", "0"),
+            ("PIGEONHOLE_RATE_LIMIT_SCOPE", "cluster"),
             ("PIGEONHOLE_DNS_SERVERS", "1.1.1.1"),
             ("PIGEONHOLE_PUBLIC_URL", "ftp://x"),
             ("PIGEONHOLE_HTTP_HEADER_TIMEOUT", "0"),

@@ -4,8 +4,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::core::idempotency;
 use crate::core::provider_events::{self, Ingested};
+use crate::core::{idempotency, rate_windows};
 use crate::provider::ProviderEvent;
 use crate::store::Db;
 
@@ -80,13 +80,18 @@ async fn ingest_in_order(
     }
 }
 
-/// Deletes idempotency records past their 24 hours, every ten minutes.
-pub async fn purge_idempotency_keys(db: Db) {
+/// Every ten minutes, deletes idempotency records past their 24 hours and
+/// rate-limit windows that ended.
+pub async fn purge_expired(db: Db) {
     let mut tick = tokio::time::interval(Duration::from_secs(600));
     loop {
         tick.tick().await;
         if let Err(e) = idempotency::purge_expired(&db).await {
             tracing::warn!(error = %e, "purging idempotency keys failed");
+        }
+        let now = crate::clock::now_micros() / 1_000_000;
+        if let Err(e) = rate_windows::purge(&db, now - 120).await {
+            tracing::warn!(error = %e, "purging rate-limit windows failed");
         }
     }
 }

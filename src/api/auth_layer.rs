@@ -51,7 +51,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             .map(|c| c.0.ip().to_string())
             .unwrap_or_else(|| "unknown".into());
         let d = state
-            .rate_limiter
+            .address_limiter
             .check(&format!("ip:{peer}"), state.config.rate_limit, now);
         let mut resp = if d.allowed {
             ApiError::Unauthorized.into_response()
@@ -62,7 +62,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         return resp;
     };
     let limit = key.rate_limit.unwrap_or(state.config.rate_limit);
-    let d = state.rate_limiter.check(&key.id, limit, now);
+    let d = state.rate_limiter.check(&key.id, limit, now).await;
     let mut resp = if d.allowed {
         req.extensions_mut().insert(key);
         next.run(req).await

@@ -1,7 +1,13 @@
-//! Fixed one-minute windows per key, held in this process (spec §8).
+//! Fixed one-minute windows per key. On PostgreSQL the window holds for the
+//! key across every process (issue 15; see `core::rate_windows`); on SQLite,
+//! or with `PIGEONHOLE_RATE_LIMIT_SCOPE=process`, it is held in this process
+//! (spec §8's "per process").
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+
+use crate::core::rate_windows;
+use crate::store::Db;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
@@ -22,10 +28,7 @@ impl RateLimiter {
     pub fn check(&self, who: &str, limit: u32, now_secs: u64) -> Decision {
         let window = now_secs / 60;
         let reset = (window + 1) * 60;
-        let mut map = match self.windows.lock() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut map = lock(&self.windows);
         if map.len() > 100_000 {
             // Forget finished windows so that many callers cannot grow the map.
             map.retain(|_, (w, _)| *w == window);
@@ -48,6 +51,135 @@ impl RateLimiter {
             limit,
             remaining: limit - entry.1,
             reset,
+        }
+    }
+}
+
+/// Calls a process leases at a time: 1 % of the limit (at least one), so
+/// the processes together leave at most about 1 % each unspent.
+fn lease_size(limit: u32) -> u32 {
+    (limit / 100).max(1)
+}
+
+/// A window's calls leased by this process and not spent yet.
+#[derive(Clone, Copy)]
+struct Slot {
+    window: u64,
+    unspent: u32,
+    /// Calls leased by every process as of this process's last lease.
+    leased: u32,
+    /// The database had none left.
+    spent: bool,
+}
+
+/// The per-key limit for the whole deployment; calls without a key (limited
+/// per client address, against key guessing) stay counted per process.
+pub struct SharedRateLimiter {
+    db: Db,
+    slots: Mutex<HashMap<String, Slot>>,
+    /// Used when the database cannot be asked: the request then fails on
+    /// its own, or is served under the per-process count.
+    local: RateLimiter,
+}
+
+impl SharedRateLimiter {
+    pub fn new(db: Db) -> SharedRateLimiter {
+        SharedRateLimiter {
+            db,
+            slots: Mutex::new(HashMap::new()),
+            local: RateLimiter::default(),
+        }
+    }
+
+    /// Counts one call by `who` at `now_secs` against `limit` per minute.
+    pub async fn check(&self, who: &str, limit: u32, now_secs: u64) -> Decision {
+        let window = now_secs / 60;
+        let reset = (window + 1) * 60;
+        if let Some(d) = self.spend(who, limit, window, reset) {
+            return d;
+        }
+        let want = lease_size(limit);
+        let lease =
+            match rate_windows::lease(&self.db, who, (window * 60) as i64, want, limit).await {
+                Ok(lease) => lease,
+                Err(e) => {
+                    tracing::warn!(error = %e, "rate-limit lease failed; counting in this process");
+                    return self.local.check(who, limit, now_secs);
+                }
+            };
+        {
+            let mut slots = lock(&self.slots);
+            let slot = slots.entry(who.to_string()).or_insert(Slot {
+                window,
+                unspent: 0,
+                leased: 0,
+                spent: false,
+            });
+            if slot.window == window {
+                slot.unspent += lease.granted;
+                slot.leased = slot.leased.max(lease.leased);
+                slot.spent |= lease.granted == 0;
+            }
+        }
+        self.spend(who, limit, window, reset).unwrap_or(Decision {
+            allowed: false,
+            limit,
+            remaining: 0,
+            reset,
+        })
+    }
+
+    /// The decision from this process's lease, if it can make one.
+    fn spend(&self, who: &str, limit: u32, window: u64, reset: u64) -> Option<Decision> {
+        let mut slots = lock(&self.slots);
+        if slots.len() > 100_000 {
+            slots.retain(|_, s| s.window == window);
+        }
+        let slot = slots.get_mut(who)?;
+        if slot.window != window {
+            *slot = Slot {
+                window,
+                unspent: 0,
+                leased: 0,
+                spent: false,
+            };
+        }
+        if slot.unspent > 0 {
+            slot.unspent -= 1;
+            return Some(Decision {
+                allowed: true,
+                limit,
+                remaining: limit.saturating_sub(slot.leased) + slot.unspent,
+                reset,
+            });
+        }
+        slot.spent.then_some(Decision {
+            allowed: false,
+            limit,
+            remaining: 0,
+            reset,
+        })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// The key limiter this deployment uses.
+pub enum KeyRateLimiter {
+    Process(RateLimiter),
+    Shared(SharedRateLimiter),
+}
+
+impl KeyRateLimiter {
+    pub async fn check(&self, who: &str, limit: u32, now_secs: u64) -> Decision {
+        match self {
+            KeyRateLimiter::Process(l) => l.check(who, limit, now_secs),
+            KeyRateLimiter::Shared(l) => l.check(who, limit, now_secs).await,
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod paging;
 pub mod provider_events;
 pub mod provider_info;
 pub mod quota;
+pub mod rate_windows;
 pub mod search;
 pub mod sending;
 pub mod spf;

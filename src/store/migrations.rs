@@ -357,7 +357,25 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         // PostgreSQL's planner walks or collects by itself (see `search`).
         postgres: "SELECT 1;",
     },
+    Migration {
+        version: 11,
+        name: "rate windows",
+        sqlite: RATE_WINDOWS,
+        postgres: RATE_WINDOWS,
+    },
 ];
+
+/// Calls leased per key and one-minute window by the processes of a
+/// deployment (`core::rate_windows`); `granted` is the last lease's size.
+const RATE_WINDOWS: &str = r#"
+CREATE TABLE rate_windows (
+    who TEXT NOT NULL,
+    window_start BIGINT NOT NULL,
+    leased BIGINT NOT NULL,
+    granted BIGINT NOT NULL,
+    PRIMARY KEY (who, window_start)
+);
+"#;
 
 /// `GET /threads?folder=spam` (or trash, drafts) walked every thread when few
 /// or none were in the folder. A partial index per rare folder holds just

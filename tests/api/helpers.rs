@@ -103,6 +103,25 @@ pub async fn spawn_app_custom(
     spawn_state(state, dns, database_url).await
 }
 
+/// A second process of the same deployment: its own state, server and
+/// key, over `app`'s database, with `tweak`ed settings.
+#[allow(dead_code)]
+pub async fn another_process(
+    app: &TestApp,
+    tweak: impl FnOnce(&mut HashMap<String, String>),
+) -> TestApp {
+    let dns = TestDnsServer::start().await.expect("start test DNS server");
+    let mut settings = base_config(&app.database_url, &dns);
+    tweak(&mut settings);
+    let config = Config::from_map(&settings).expect("valid test config");
+    let db = Db::connect(&config.database_url).await.expect("connect");
+    let provider = Arc::new(Simulator::new(config.simulator_outbox.clone()));
+    let state = AppState::with_provider(config, db, provider)
+        .await
+        .expect("build state");
+    spawn_state(state, dns, app.database_url.clone()).await
+}
+
 pub async fn spawn_state(state: AppState, dns: TestDnsServer, database_url: String) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

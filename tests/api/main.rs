@@ -20,6 +20,7 @@ mod mailboxes;
 mod message_memory;
 mod openapi;
 mod ops;
+mod processes;
 mod reach_writes;
 mod received;
 mod receiver;
