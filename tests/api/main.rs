@@ -12,6 +12,7 @@ mod drafts;
 mod email_lists;
 mod emails;
 mod errors;
+mod faults;
 mod fuzz;
 mod http_edge;
 mod idempotency;

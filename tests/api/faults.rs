@@ -1,0 +1,506 @@
+//! kill -9 (issue 15): the real binary is killed in the middle of work and
+//! started again on the same database, several rounds, on the backend the
+//! suite runs on. What was acknowledged must be there afterwards, and what
+//! was promised (webhooks) must arrive.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use crate::helpers::fresh_database_url;
+
+const ROUNDS: usize = 3;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `pigeonhole serve` as a child process, killed with SIGKILL when asked
+/// (or dropped).
+struct Server {
+    child: Child,
+    http: SocketAddr,
+    smtp: SocketAddr,
+}
+
+struct Deployment {
+    database_url: String,
+    key: String,
+    outbox: std::path::PathBuf,
+    client: reqwest::Client,
+}
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pigeonhole"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("PIGEONHOLE_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+impl Deployment {
+    async fn new() -> Deployment {
+        pigeonhole::init_tls();
+        let database_url = fresh_database_url().await;
+        let out = bin()
+            .env("PIGEONHOLE_DATABASE_URL", &database_url)
+            .args(["keys", "create", "--name", "faults"])
+            .output()
+            .expect("run keys create");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let created: Value = serde_json::from_slice(&out.stdout).expect("key JSON");
+        let outbox = std::env::temp_dir().join(format!(
+            "ph-faults-outbox-{}",
+            pigeonhole::ids::random_token(10)
+        ));
+        Deployment {
+            database_url,
+            key: created["key"].as_str().expect("secret").to_string(),
+            outbox,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(20))
+                .build()
+                .expect("client"),
+        }
+    }
+
+    /// Starts the binary and waits until it answers `/readyz`.
+    async fn start(&self) -> Server {
+        let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let smtp: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let child = bin()
+            .env("PIGEONHOLE_DATABASE_URL", &self.database_url)
+            .env("PIGEONHOLE_LISTEN", http.to_string())
+            .env("PIGEONHOLE_SMTP_LISTEN", smtp.to_string())
+            .env("PIGEONHOLE_ENV", "development")
+            .env("PIGEONHOLE_RATE_LIMIT", "1000000")
+            .env("PIGEONHOLE_WEBHOOK_RETRY_DELAYS", "0,0.2,0.4,0.6")
+            .env("PIGEONHOLE_WEBHOOK_TIMEOUT", "5")
+            .env("PIGEONHOLE_SIMULATOR_OUTBOX", &self.outbox)
+            .env("RUST_LOG", "error")
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start pigeonhole serve");
+        let server = Server { child, http, smtp };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = self
+                .client
+                .get(format!("http://{http}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ready {
+                return server;
+            }
+            assert!(Instant::now() < deadline, "the binary did not become ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn call(
+        &self,
+        server: &Server,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .client
+            .request(
+                method.parse().unwrap(),
+                format!("http://{}{path}", server.http),
+            )
+            .bearer_auth(&self.key);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.expect("request");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Every item of a list endpoint, following cursors.
+    async fn list_all(&self, server: &Server, path: &str) -> Vec<Value> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let sep = if path.contains('?') { '&' } else { '?' };
+            let url = match &cursor {
+                Some(c) => format!("{path}{sep}limit=100&cursor={c}"),
+                None => format!("{path}{sep}limit=100"),
+            };
+            let (status, page) = self.call(server, "GET", &url, None).await;
+            assert_eq!(status, 200, "{page}");
+            items.extend(page["data"].as_array().cloned().unwrap_or_default());
+            match page["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return items,
+            }
+        }
+    }
+}
+
+impl Server {
+    fn kill(mut self) {
+        // SIGKILL: no shutdown path runs.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One SMTP reply (its last line's code), or `None` if the connection ended.
+async fn reply(reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> Option<u16> {
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).await.ok()? == 0 {
+            return None;
+        }
+        if line.as_bytes().get(3) != Some(&b'-') {
+            return line.get(..3)?.parse().ok();
+        }
+    }
+}
+
+async fn exchange(
+    write: &mut tokio::net::tcp::OwnedWriteHalf,
+    reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    line: &str,
+) -> Option<u16> {
+    write.write_all(line.as_bytes()).await.ok()?;
+    reply(reader).await
+}
+
+/// Sends one message; true when acknowledged with 250 after DATA.
+async fn smtp_send(addr: SocketAddr, subject: &str) -> bool {
+    let Ok(stream) = TcpStream::connect(addr).await else {
+        return false;
+    };
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    if reply(&mut reader).await != Some(220) {
+        return false;
+    }
+    let data = format!(
+        "From: a@x.test\r\nTo: inbox@ours.test\r\nSubject: {subject}\r\nMessage-ID: <{subject}@x.test>\r\n\r\nkill me\r\n.\r\n"
+    );
+    let steps = [
+        ("EHLO client.test\r\n", 250),
+        ("MAIL FROM:<a@x.test>\r\n", 250),
+        ("RCPT TO:<inbox@ours.test>\r\n", 250),
+        ("DATA\r\n", 354),
+        (data.as_str(), 250),
+    ];
+    for (line, expected) in steps {
+        if exchange(&mut write, &mut reader, line).await != Some(expected) {
+            return false;
+        }
+    }
+    let _ = exchange(&mut write, &mut reader, "QUIT\r\n").await;
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inbound_mail_acknowledged_before_a_kill_is_stored() {
+    let d = Deployment::new().await;
+    let server = d.start().await;
+    let (s, b) = d
+        .call(
+            &server,
+            "POST",
+            "/api/v1/domains",
+            Some(json!({"name": "ours.test"})),
+        )
+        .await;
+    assert!(s == 201 || s == 200, "{b}");
+    let id = b["id"].as_str().unwrap().to_string();
+    let (s, b) = d
+        .call(
+            &server,
+            "POST",
+            &format!("/api/v1/domains/{id}/verify"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = d
+        .call(
+            &server,
+            "POST",
+            "/api/v1/mailboxes",
+            Some(json!({"address": "inbox@ours.test"})),
+        )
+        .await;
+    assert!(s == 201 || s == 200, "{b}");
+
+    let mut acknowledged = HashSet::new();
+    let mut server = Some(server);
+    for round in 0..ROUNDS {
+        let live = server.take().expect("a running server");
+        let addr = live.smtp;
+        let clients: Vec<_> = (0..8)
+            .map(|c| {
+                tokio::spawn(async move {
+                    let mut acked = Vec::new();
+                    for i in 0.. {
+                        let subject = format!("r{round}c{c}m{i}");
+                        if smtp_send(addr, &subject).await {
+                            acked.push(subject);
+                        } else if TcpStream::connect(addr).await.is_err() {
+                            return acked; // the server is gone
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(400 + 150 * round as u64)).await;
+        live.kill();
+        for c in clients {
+            acknowledged.extend(c.await.expect("client"));
+        }
+        server = Some(d.start().await);
+    }
+    let server = server.expect("server");
+    assert!(
+        acknowledged.len() > ROUNDS * 4,
+        "too few messages went in: {}",
+        acknowledged.len()
+    );
+    let stored: HashSet<String> = d
+        .list_all(&server, "/api/v1/messages")
+        .await
+        .iter()
+        .filter_map(|m| m["subject"].as_str().map(str::to_string))
+        .collect();
+    let lost: Vec<&String> = acknowledged.difference(&stored).collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged with 250 but not stored: {lost:?}"
+    );
+    let _ = std::fs::remove_dir_all(&d.outbox);
+}
+
+/// A webhook endpoint in the test: records the `webhook-id` of every
+/// delivery it answers 2xx; with `fail_first` it answers 503 to the first
+/// attempt of some envelopes.
+#[derive(Clone, Default)]
+struct Receiver {
+    delivered: Arc<Mutex<HashMap<String, Value>>>,
+    seen: Arc<Mutex<HashSet<String>>>,
+    fail_first: bool,
+}
+
+async fn receive(
+    axum::extract::State(r): axum::extract::State<Receiver>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> StatusCode {
+    let id = headers
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    if r.fail_first {
+        let mut seen = r.seen.lock().unwrap();
+        // One envelope in four fails its first attempt: retries are waiting
+        // when the kill comes, and the endpoint never reaches the spec's
+        // 20 failures in a row that disable it.
+        if seen.insert(id.clone()) && seen.len() % 4 == 0 {
+            return StatusCode::SERVICE_UNAVAILABLE;
+        }
+    }
+    let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    r.delivered.lock().unwrap().insert(id, payload);
+    StatusCode::NO_CONTENT
+}
+
+async fn start_receiver(fail_first: bool) -> (Receiver, String) {
+    let receiver = Receiver {
+        fail_first,
+        ..Receiver::default()
+    };
+    let app = axum::Router::new()
+        .route("/hook", axum::routing::post(receive))
+        .with_state(receiver.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (receiver, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sends_answered_202_before_a_kill_are_recorded_and_their_webhooks_arrive() {
+    let d = Deployment::new().await;
+    let (receiver, url) = start_receiver(true).await;
+    let server = d.start().await;
+    let (s, b) = d
+        .call(
+            &server,
+            "POST",
+            "/api/v1/domains",
+            Some(json!({"name": "ours.test"})),
+        )
+        .await;
+    assert!(s == 201 || s == 200, "{b}");
+    let id = b["id"].as_str().unwrap().to_string();
+    let (s, b) = d
+        .call(
+            &server,
+            "POST",
+            &format!("/api/v1/domains/{id}/verify"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let (s, hook) = d
+        .call(
+            &server,
+            "POST",
+            "/api/v1/webhooks",
+            Some(json!({"url": url, "events": ["email.sent"]})),
+        )
+        .await;
+    assert_eq!(s, 201, "{hook}");
+
+    let d = Arc::new(d);
+    let mut accepted: HashSet<String> = HashSet::new();
+    let mut server = Some(server);
+    for round in 0..ROUNDS {
+        let live = server.take().expect("a running server");
+        let base = format!("http://{}", live.http);
+        let clients: Vec<_> = (0..6)
+            .map(|c| {
+                let d = d.clone();
+                let base = base.clone();
+                tokio::spawn(async move {
+                    let mut ids = Vec::new();
+                    for i in 0.. {
+                        let mut req = d
+                            .client
+                            .post(format!("{base}/api/v1/emails"))
+                            .bearer_auth(&d.key)
+                            .json(&json!({"from": "team@ours.test", "to": "someone@else.test",
+                                "subject": format!("r{round}c{c}s{i}"), "text": "hi"}));
+                        if c % 2 == 0 {
+                            req = req.header("Idempotency-Key", format!("r{round}c{c}s{i}"));
+                        }
+                        match req.send().await {
+                            Ok(r) if r.status().as_u16() == 202 => {
+                                let body: Value = r.json().await.unwrap_or(Value::Null);
+                                if let Some(id) = body["id"].as_str() {
+                                    ids.push(id.to_string());
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(_) => return ids, // the server is gone
+                        }
+                    }
+                    ids
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500 + 150 * round as u64)).await;
+        live.kill();
+        for c in clients {
+            accepted.extend(c.await.expect("client"));
+        }
+        server = Some(d.start().await);
+    }
+    let server = server.expect("server");
+    assert!(
+        accepted.len() > ROUNDS * 4,
+        "too few sends went in: {}",
+        accepted.len()
+    );
+
+    // Every 202 is recorded.
+    let recorded: HashSet<String> = d
+        .list_all(&server, "/api/v1/emails")
+        .await
+        .iter()
+        .filter_map(|m| m["id"].as_str().map(str::to_string))
+        .collect();
+    let lost: Vec<&String> = accepted.difference(&recorded).collect();
+    assert!(lost.is_empty(), "answered 202 but not recorded: {lost:?}");
+
+    // Every recorded send's email.sent arrives, at least once.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got: HashSet<String> = receiver
+            .delivered
+            .lock()
+            .unwrap()
+            .values()
+            .filter_map(|p| p["data"]["email"]["id"].as_str().map(str::to_string))
+            .collect();
+        let missing: Vec<&String> = recorded.difference(&got).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "email.sent never delivered for {} of {}: {:?}",
+            missing.len(),
+            recorded.len(),
+            missing.iter().take(5).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // No attempt is recorded twice.
+    let deliveries = d.list_all(&server, "/api/v1/webhook-deliveries").await;
+    let mut attempts = HashSet::new();
+    for delivery in &deliveries {
+        let key = (
+            delivery["envelope_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            delivery["attempt"].as_i64().unwrap_or_default(),
+        );
+        assert!(
+            attempts.insert(key.clone()),
+            "attempt recorded twice: {key:?}"
+        );
+    }
+
+    // Nothing was sent twice: one .eml per subject in the simulator's outbox.
+    let mut per_subject: HashMap<String, usize> = HashMap::new();
+    for entry in std::fs::read_dir(&d.outbox).into_iter().flatten().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if let Some(subject) = text.lines().find_map(|l| l.strip_prefix("Subject: ")) {
+            *per_subject.entry(subject.to_string()).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = per_subject.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "sent more than once: {twice:?}");
+    let _ = std::fs::remove_dir_all(&d.outbox);
+}
