@@ -312,6 +312,8 @@ async fn inbound_mail_acknowledged_before_a_kill_is_stored() {
 #[derive(Clone, Default)]
 struct Receiver {
     delivered: Arc<Mutex<HashMap<String, Value>>>,
+    /// 2xx answers per `webhook-id`.
+    answered: Arc<Mutex<HashMap<String, usize>>>,
     seen: Arc<Mutex<HashSet<String>>>,
     fail_first: bool,
 }
@@ -336,6 +338,7 @@ async fn receive(
         }
     }
     let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    *r.answered.lock().unwrap().entry(id.clone()).or_default() += 1;
     r.delivered.lock().unwrap().insert(id, payload);
     StatusCode::NO_CONTENT
 }
@@ -502,5 +505,139 @@ async fn sends_answered_202_before_a_kill_are_recorded_and_their_webhooks_arrive
     }
     let twice: Vec<_> = per_subject.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "sent more than once: {twice:?}");
+    let _ = std::fs::remove_dir_all(&d.outbox);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_processes_share_sends_inbound_mail_webhooks_and_the_rate_limit() {
+    if std::env::var("PIGEONHOLE_TEST_POSTGRES_URL").is_err() {
+        eprintln!("skipping: several processes need PostgreSQL");
+        return;
+    }
+    let d = Deployment::new().await;
+    let (receiver, url) = start_receiver(false).await;
+    let servers = [d.start().await, d.start().await, d.start().await];
+    let first = &servers[0];
+    let (s, b) = d
+        .call(
+            first,
+            "POST",
+            "/api/v1/domains",
+            Some(json!({"name": "ours.test"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{b}");
+    let id = b["id"].as_str().unwrap().to_string();
+    let (s, b) = d
+        .call(
+            first,
+            "POST",
+            &format!("/api/v1/domains/{id}/verify"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = d
+        .call(
+            first,
+            "POST",
+            "/api/v1/mailboxes",
+            Some(json!({"address": "inbox@ours.test"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = d
+        .call(
+            first,
+            "POST",
+            "/api/v1/webhooks",
+            Some(json!({"url": url, "events": ["email.sent", "mail.received"]})),
+        )
+        .await;
+    assert_eq!(s, 201, "{b}");
+
+    // Clients spread their calls over the processes; no balancer.
+    let mut sent = HashSet::new();
+    for i in 0..60 {
+        let server = &servers[i % 3];
+        let (s, b) = d
+            .call(
+                server,
+                "POST",
+                "/api/v1/emails",
+                Some(json!({"from": "team@ours.test",
+                "to": "someone@else.test", "subject": format!("spread {i}"), "text": "t"})),
+            )
+            .await;
+        assert_eq!(s, 202, "{b}");
+        sent.insert(b["id"].as_str().unwrap().to_string());
+    }
+    for i in 0..30 {
+        assert!(
+            smtp_send(servers[i % 3].smtp, &format!("in{i}")).await,
+            "message {i}"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let delivered = receiver.delivered.lock().unwrap().clone();
+        let sent_delivered = delivered
+            .values()
+            .filter(|p| p["type"] == "email.sent")
+            .filter_map(|p| p["data"]["email"]["id"].as_str())
+            .filter(|id| sent.contains(*id))
+            .count();
+        let received = delivered
+            .values()
+            .filter(|p| p["type"] == "mail.received")
+            .count();
+        if sent_delivered == sent.len() && received == 30 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "delivered {sent_delivered} of {} email.sent and {received} of 30 mail.received",
+            sent.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Let any duplicate arrive before counting.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let twice: Vec<(String, usize)> = receiver
+        .answered
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, n)| (k.clone(), *n))
+        .collect();
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+
+    // One key's limit holds for the three of them.
+    let out = bin()
+        .env("PIGEONHOLE_DATABASE_URL", &d.database_url)
+        .args(["keys", "create", "--name", "limited", "--rate-limit", "90"])
+        .output()
+        .expect("keys create");
+    let limited: Value = serde_json::from_slice(&out.stdout).expect("key JSON");
+    let secret = limited["key"].as_str().unwrap().to_string();
+    let mut allowed = 0;
+    let mut resets = HashSet::new();
+    for i in 0..150 {
+        let r = d
+            .client
+            .get(format!("http://{}/api/v1/me", servers[i % 3].http))
+            .bearer_auth(&secret)
+            .send()
+            .await
+            .expect("call");
+        resets.insert(r.headers().get("x-ratelimit-reset").cloned());
+        if r.status() == 200 {
+            allowed += 1;
+        }
+    }
+    if resets.len() == 1 {
+        assert_eq!(allowed, 90, "a limit of 90 a minute across three processes");
+    }
     let _ = std::fs::remove_dir_all(&d.outbox);
 }
