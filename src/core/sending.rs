@@ -973,25 +973,18 @@ pub async fn start(
         new_mailbox: new_mailbox.clone(),
         done_at,
     });
-    let written = ctx
-        .db
-        .write_queued_sized(bound, move |tx| {
-            Box::pin(async move {
-                record(
-                    tx,
-                    backend,
-                    &input,
-                    message,
-                    new_mailbox.as_ref(),
-                    open_token,
-                    &bodies,
-                    done_at,
-                    event,
-                )
-                .await
-            })
-        })
-        .await;
+    let job = RecordJob {
+        backend,
+        input,
+        message,
+        new_mailbox,
+        open_token,
+        bodies,
+        done_at,
+        event,
+    };
+    let first = ctx.db.write_queued_sized(bound, job.clone().work()).await;
+    let written = retry_record_on_connection_faults(ctx.db.clone(), bound, job, first);
     Ok(PendingSend {
         written: Some(written),
         failure,
@@ -999,6 +992,100 @@ pub async fn start(
         quota: ctx.quota.clone(),
         accepted,
     })
+}
+
+/// Everything a send's record needs, so that it can be written again.
+#[derive(Clone)]
+struct RecordJob {
+    backend: Backend,
+    input: Arc<SendInput>,
+    message: Message,
+    new_mailbox: Option<Mailbox>,
+    open_token: Option<String>,
+    bodies: Bodies,
+    done_at: i64,
+    event: &'static str,
+}
+
+impl RecordJob {
+    fn work(
+        self,
+    ) -> impl for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<Message, CoreError>> + Send + 'static
+    {
+        move |tx| {
+            Box::pin(async move {
+                record(
+                    tx,
+                    self.backend,
+                    &self.input,
+                    self.message,
+                    self.new_mailbox.as_ref(),
+                    self.open_token,
+                    &self.bodies,
+                    self.done_at,
+                    self.event,
+                )
+                .await
+            })
+        }
+    }
+}
+
+/// Waits before each new try of a record whose connection failed.
+const RECORD_RETRY_DELAYS: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(50),
+    std::time::Duration::from_millis(250),
+    std::time::Duration::from_secs(1),
+];
+
+/// A record that failed because the database connection did (PostgreSQL
+/// restarting, its connections dropped) rolled back whole, so it is written
+/// again on a new connection, a few times over about a second and a half:
+/// the provider has accepted the message, and only a lasting outage should
+/// leave it to the short record. A commit whose acknowledgement was lost
+/// may have gone through: the message is looked for before writing again.
+fn retry_record_on_connection_faults(
+    db: Db,
+    bound: usize,
+    job: RecordJob,
+    first: JobFuture<'static, Result<Message, CoreError>>,
+) -> JobFuture<'static, Result<Message, CoreError>> {
+    Box::pin(async move {
+        let mut result = first.await;
+        for delay in RECORD_RETRY_DELAYS {
+            match &result {
+                Err(CoreError::Internal(e))
+                    if crate::store::fault::classify(e)
+                        == Some(crate::store::fault::StoreFault::Unavailable) => {}
+                _ => break,
+            }
+            tracing::warn!(id = %job.message.id, "a send's record lost its connection; writing it again");
+            tokio::time::sleep(delay).await;
+            match already_recorded(&db, &job.message.id).await {
+                Ok(Some(message)) => return Ok(message),
+                Ok(None) => {}
+                Err(e) => {
+                    result = Err(e.into());
+                    continue;
+                }
+            }
+            result = db.write_queued_sized(bound, job.clone().work()).await.await;
+        }
+        result
+    })
+}
+
+/// The message as recorded, if a record whose commit went unacknowledged
+/// did commit.
+async fn already_recorded(db: &Db, id: &str) -> Result<Option<Message>, sqlx::Error> {
+    let row = Sql::new(&format!(
+        "SELECT {} FROM messages m WHERE m.id = ",
+        crate::core::messages::COLUMNS
+    ))
+    .bind(id)
+    .fetch_optional(db.writer())
+    .await?;
+    row.map(|r| Message::from_row(&r)).transpose()
 }
 
 /// A send's bodies, shared (not copied) by the message built from them,

@@ -641,3 +641,131 @@ async fn three_processes_share_sends_inbound_mail_webhooks_and_the_rate_limit() 
     }
     let _ = std::fs::remove_dir_all(&d.outbox);
 }
+
+/// Ends every connection the deployment has to its database, as a
+/// PostgreSQL restart does.
+async fn terminate_backends(database_url: &str) {
+    let name = url::Url::parse(database_url)
+        .expect("database URL")
+        .path()
+        .trim_start_matches('/')
+        .to_string();
+    let admin = std::env::var("PIGEONHOLE_TEST_POSTGRES_URL").expect("admin URL");
+    let out = Command::new("psql")
+        .arg(&admin)
+        .arg("-Atc")
+        .arg(format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        ))
+        .output()
+        .expect("run psql");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connections_dropped_under_load_cost_retries_not_records() {
+    if std::env::var("PIGEONHOLE_TEST_POSTGRES_URL").is_err() {
+        eprintln!("skipping: needs PostgreSQL");
+        return;
+    }
+    let d = Arc::new(Deployment::new().await);
+    let server = d.start().await;
+    let (s, b) = d
+        .call(
+            &server,
+            "POST",
+            "/api/v1/domains",
+            Some(json!({"name": "ours.test"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{b}");
+    let id = b["id"].as_str().unwrap().to_string();
+    let (s, b) = d
+        .call(
+            &server,
+            "POST",
+            &format!("/api/v1/domains/{id}/verify"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+
+    let base = format!("http://{}", server.http);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..6)
+        .map(|c| {
+            let (d, base, stop) = (d.clone(), base.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut accepted = Vec::new();
+                let mut refused = 0;
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i += 1;
+                    let r = d
+                        .client
+                        .post(format!("{base}/api/v1/emails"))
+                        .bearer_auth(&d.key)
+                        .json(&json!({"from": "team@ours.test", "to": "someone@else.test",
+                            "subject": format!("c{c}s{i}"), "text": "hi"}))
+                        .send()
+                        .await
+                        .expect("the server stays up");
+                    let status = r.status().as_u16();
+                    let retry_after = r.headers().get("retry-after").is_some();
+                    let body: Value = r.json().await.unwrap_or(Value::Null);
+                    match status {
+                        202 => accepted.push(body["id"].as_str().unwrap_or_default().to_string()),
+                        503 => {
+                            assert_eq!(body["code"], "server_error", "{body}");
+                            assert!(retry_after, "503 without Retry-After: {body}");
+                            refused += 1;
+                        }
+                        _ => panic!("{status}: {body}"),
+                    }
+                }
+                (accepted, refused)
+            })
+        })
+        .collect();
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        terminate_backends(&d.database_url).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut accepted = HashSet::new();
+    let mut refused = 0;
+    for c in clients {
+        let (a, r) = c.await.expect("client");
+        accepted.extend(a);
+        refused += r;
+    }
+    // It recovered by itself: a send now goes through.
+    let (s, b) = d
+        .call(
+            &server,
+            "POST",
+            "/api/v1/emails",
+            Some(json!({"from": "team@ours.test",
+            "to": "someone@else.test", "subject": "after", "text": "t"})),
+        )
+        .await;
+    assert_eq!(s, 202, "{b}");
+    let recorded: HashSet<String> = d
+        .list_all(&server, "/api/v1/emails")
+        .await
+        .iter()
+        .filter_map(|m| m["id"].as_str().map(str::to_string))
+        .collect();
+    let lost: Vec<&String> = accepted.difference(&recorded).collect();
+    assert!(lost.is_empty(), "answered 202 but not recorded: {lost:?}");
+    eprintln!(
+        "{} accepted, {refused} refused with 503 while connections were dropped",
+        accepted.len()
+    );
+    let _ = std::fs::remove_dir_all(&d.outbox);
+}
