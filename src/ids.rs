@@ -86,6 +86,8 @@ id_kinds! {
     SuppressionKind SuppressionId: "sup", "suppression";
     KeyKind KeyId: "key", "key";
     EventKind EventId: "evt", "event";
+    // A message not sent yet: its id is a message id, its 404 says "draft".
+    DraftKind DraftId: "msg", "draft";
 }
 
 /// An identifier of one kind: `thr_…` can only be a [`ThreadId`]. Input

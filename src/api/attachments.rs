@@ -7,18 +7,21 @@ use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 
+use crate::api::extract::PathId;
 use crate::auth::ApiKey;
 use crate::core::messages::{self, Attachment, Direction};
 use crate::error::ApiError;
+use crate::ids::AttachmentKind;
 use crate::store::Db;
 
-/// The bytes of attachment `attachment_id` of the message `id` of `direction`.
+/// The bytes of attachment `attachment_id` of the message `id` of `direction`
+/// (the message is looked up first, so its 404 comes first).
 pub async fn download(
     db: &Db,
     key: &ApiKey,
     direction: Direction,
     id: &str,
-    attachment_id: &str,
+    attachment_id: PathId<AttachmentKind>,
 ) -> Result<Response, ApiError> {
     let m = messages::get(db, &key.reach, direction, id)
         .await?
@@ -26,7 +29,8 @@ pub async fn download(
             Direction::Outbound => "email",
             Direction::Inbound => "message",
         }))?;
-    let (a, bytes) = messages::attachment_content(db, &m.id, attachment_id)
+    let attachment_id = attachment_id.get()?;
+    let (a, bytes) = messages::attachment_content(db, &m.id, &attachment_id)
         .await?
         .ok_or(ApiError::NotFound("attachment"))?;
     Ok(response(&a, bytes))

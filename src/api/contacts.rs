@@ -27,23 +27,14 @@ pub async fn list(
     key.require(Scope::MailRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
-    let order = match params.typed(&mut p, "order") {
-        None => ContactOrder::Recent,
-        Some(raw) => ContactOrder::parse(raw).unwrap_or_else(|| {
-            p.add(
-                "order",
-                format!("unknown order {raw:?}; recent or frequent"),
-            );
-            ContactOrder::Recent
-        }),
-    };
-    let f = ContactFilter {
-        order,
-        text: params.text("q").map(str::to_string),
-        mailbox: params.address(&mut p, "mailbox"),
-        mailbox_id: params.id(&mut p, "mailbox_id", "mbx"),
-    };
+    let q: ContactListQuery = params.query(&mut p);
     p.finish()?;
+    let f = ContactFilter {
+        order: q.order.unwrap_or(ContactOrder::Recent),
+        text: q.q,
+        mailbox: q.mailbox.map(|a| a.0),
+        mailbox_id: q.mailbox_id.map(String::from),
+    };
     let items = contacts::list(&s.db, &key.reach, &f, &page).await?;
     Ok(Json(page.list(&s.cursors, items)))
 }

@@ -145,10 +145,9 @@ pub async fn delete(
 ) -> ApiResult<Json<DomainDeleted>> {
     key.require(Scope::DomainsWrite)?;
     let mut problems = Problems::new();
-    let in_provider = params
-        .flag(&mut problems, "delete_in_provider")
-        .unwrap_or(false);
+    let q: DomainDeleteQuery = params.query(&mut problems);
     problems.finish()?;
+    let in_provider = q.delete_in_provider.unwrap_or(false);
     let (d, deleted_in_provider) =
         domains::delete(&s.db, s.provider.as_ref(), &key, &id, in_provider).await?;
     Ok(Json(d.deleted(deleted_in_provider)))

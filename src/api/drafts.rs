@@ -1,16 +1,17 @@
 //! `/drafts`: create, edit, send and delete unsent messages.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 
-use crate::api::extract::{ApiJson, Auth, Params};
+use crate::api::extract::{ApiJson, Auth, Params, PathId};
 use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::core::drafts::{self, DraftContent};
 use crate::core::validate;
 use crate::error::{ApiError, ApiResult, Problems};
+use crate::ids::{DraftId, DraftKind};
 use crate::mime::compose::Named;
 use crate::model::drafts::{
     Draft, DraftCreate, DraftListQuery, DraftObject, DraftUpdate, OneOrMany,
@@ -105,22 +106,24 @@ pub async fn list(
     key.require(Scope::MailRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
+    let q: DraftListQuery = params.query(&mut p);
     p.finish()?;
-    let items = drafts::list(&s.db, &key.reach, &page, params.text("mailbox")).await?;
+    let items = drafts::list(&s.db, &key.reach, &page, q.mailbox.as_deref()).await?;
     Ok(Json(page.list(&s.cursors, items)))
 }
 
 /// Read a draft
 #[utoipa::path(get, path = "/drafts/{id}", operation_id = "getDraft",
-    params(("id" = String, Path, description = "The draft's message id (`msg_…`).")),
+    params(("id" = inline(DraftId), Path, description = "The draft's message id.")),
     security(("bearer" = ["mail:read"])),
     responses((status = 200, description = "The draft.", body = Draft)))]
 pub async fn get(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<DraftKind>,
 ) -> ApiResult<Json<Draft>> {
     key.require(Scope::MailRead)?;
+    let id = id.get()?;
     Ok(Json(drafts::to_wire(
         &drafts::get(&s.db, &key.reach, &id).await?,
     )))
@@ -130,17 +133,18 @@ pub async fn get(
 ///
 /// Only fields sent change; `from` and `thread_id` are fixed at creation.
 #[utoipa::path(patch, path = "/drafts/{id}", operation_id = "updateDraft",
-    params(("id" = String, Path, description = "The draft's message id (`msg_…`).")),
+    params(("id" = inline(DraftId), Path, description = "The draft's message id.")),
     request_body = DraftUpdate,
     security(("bearer" = ["mail:write"])),
     responses((status = 200, description = "The draft as it now is.", body = Draft)))]
 pub async fn update(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<DraftKind>,
     ApiJson(body): ApiJson<DraftUpdate>,
 ) -> ApiResult<Json<Draft>> {
     key.require(Scope::MailWrite)?;
+    let id = id.get()?;
     let current = drafts::get(&s.db, &key.reach, &id).await?;
     let content = merge(body, drafts::content_of(&current))?;
     Ok(Json(drafts::to_wire(
@@ -150,15 +154,16 @@ pub async fn update(
 
 /// Delete a draft
 #[utoipa::path(delete, path = "/drafts/{id}", operation_id = "deleteDraft",
-    params(("id" = String, Path, description = "The draft's message id (`msg_…`).")),
+    params(("id" = inline(DraftId), Path, description = "The draft's message id.")),
     security(("bearer" = ["mail:write"])),
     responses((status = 200, description = "Deleted.", body = Deleted<DraftObject>)))]
 pub async fn delete(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<DraftKind>,
 ) -> ApiResult<Json<Deleted<DraftObject>>> {
     key.require(Scope::MailWrite)?;
+    let id = id.get()?;
     Ok(Json(drafts::delete(&s.db, &key.reach, &id).await?))
 }
 
@@ -166,7 +171,7 @@ pub async fn delete(
 ///
 /// Sends the draft as it is (it needs a recipient and a body). No request body. Needs `emails:send` as well as `mail:write`.
 #[utoipa::path(post, path = "/drafts/{id}/send", operation_id = "sendDraft",
-    params(("id" = String, Path, description = "The draft's message id (`msg_…`).")),
+    params(("id" = inline(DraftId), Path, description = "The draft's message id.")),
     security(("bearer" = ["mail:write", "emails:send"])),
     responses(
         (status = 202, description = "Accepted by the provider.", body = SendResult),
@@ -176,10 +181,11 @@ pub async fn delete(
 pub async fn send(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<DraftKind>,
 ) -> ApiResult<(StatusCode, Json<SendResult>)> {
     key.require(Scope::MailWrite)?;
     key.require(Scope::EmailsSend)?;
+    let id = id.get()?;
     let outcome = drafts::send(&s, &key, &id).await?;
     Ok((StatusCode::ACCEPTED, Json(outcome.to_wire())))
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::attachments;
-use crate::api::extract::{Auth, Params, RawBody, parse_json};
+use crate::api::extract::{Auth, Params, PathId, PathIds, RawBody, parse_json};
 use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
@@ -19,10 +19,11 @@ use crate::core::memory;
 use crate::core::message_lists::{self, MailboxFilter, SentFilter};
 use crate::core::messages::{self, Direction};
 use crate::core::sending;
-use crate::core::validate;
 use crate::error::{ApiError, ApiResult, Problems};
+use crate::ids::{AttachmentId, AttachmentKind, MailboxId};
 use crate::model::List;
-use crate::model::messages::{EmailListQuery, FileBytes, Message, MessageDetail, MessageStatus};
+use crate::model::messages::{EmailListQuery, FileBytes, Message, MessageDetail};
+use crate::model::query::Address;
 use crate::model::sending::{
     BatchItem, BatchObject, BatchRequest, BatchResult, SendRequest, SendResult,
 };
@@ -393,44 +394,34 @@ pub async fn list(
     key.require(Scope::EmailsRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
-    let mut f = SentFilter::default();
-    if let Some(raw) = params.typed(&mut p, "status") {
-        for x in raw.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            match MessageStatus::parse_sent(x) {
-                Some(st) => f.statuses.push(st),
-                None => {
-                    let all: Vec<&str> = MessageStatus::SENT.iter().map(|s| s.as_str()).collect();
-                    p.add(
-                        "status",
-                        format!("unknown status {x:?}; one of {}", all.join(", ")),
-                    );
-                    break;
-                }
-            }
-        }
-    }
-    f.from = params.address(&mut p, "from");
-    f.to = params.address(&mut p, "to");
-    f.subject = params.text("subject").map(str::to_string);
-    f.text = params.text("q").map(str::to_string);
-    f.opened = params.flag(&mut p, "opened");
-    f.api_key_id = params.id(&mut p, "api_key_id", "key");
-    f.since = params.instant(&mut p, "since");
-    f.until = params.until(&mut p, "until");
-    f.mailboxes = mailbox_filter(&params, &mut p);
+    let q: EmailListQuery = params.query(&mut p);
     p.finish()?;
+    let f = SentFilter {
+        statuses: q.status.map(|s| s.0).unwrap_or_default(),
+        from: q.from.map(|a| a.0),
+        to: q.to.map(|a| a.0),
+        subject: q.subject,
+        text: q.q,
+        opened: q.opened,
+        api_key_id: q.api_key_id.map(String::from),
+        since: q.since.map(|t| t.0),
+        until: q.until.map(|t| t.0),
+        mailboxes: mailbox_filter(q.mailbox_id, q.mailbox, q.domain),
+    };
     let items = message_lists::sent(&s.db, &key.reach, &f, &page).await?;
     Ok(Json(page.list(&s.cursors, items)))
 }
 
 /// `mailbox_id`, `mailbox` and `domain`, the filters every mail list takes.
-pub fn mailbox_filter(params: &Params, p: &mut Problems) -> MailboxFilter {
+pub fn mailbox_filter(
+    mailbox_id: Option<MailboxId>,
+    mailbox: Option<Address>,
+    domain: Option<String>,
+) -> MailboxFilter {
     MailboxFilter {
-        mailbox_id: params.id(p, "mailbox_id", "mbx"),
-        mailbox: params
-            .typed(p, "mailbox")
-            .and_then(|a| p.check("mailbox", validate::address(a))),
-        domain: params.text("domain").map(str::to_string),
+        mailbox_id: mailbox_id.map(String::from),
+        mailbox: mailbox.map(|a| a.0),
+        domain,
     }
 }
 
@@ -459,7 +450,7 @@ pub async fn get(
 #[utoipa::path(get, path = "/emails/{id}/attachments/{attachment_id}", operation_id = "getEmailAttachment",
     params(
         ("id" = String, Path, description = "The message id (`msg_…`) or the provider's message id."),
-        ("attachment_id" = String, Path, description = "The attachment's `id` as listed on the message."),
+        ("attachment_id" = inline(AttachmentId), Path, description = "The attachment's `id` as listed on the message."),
     ),
     security(("bearer" = ["emails:read"])),
     responses((status = 200, description = "The file; `Content-Type` is the attachment's own type.",
@@ -467,8 +458,8 @@ pub async fn get(
 pub async fn attachment(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path((id, attachment_id)): Path<(String, String)>,
+    PathIds(id, attachment_id): PathIds<String, PathId<AttachmentKind>>,
 ) -> ApiResult<Response> {
     key.require(Scope::EmailsRead)?;
-    attachments::download(&s.db, &key, Direction::Outbound, &id, &attachment_id).await
+    attachments::download(&s.db, &key, Direction::Outbound, &id, attachment_id).await
 }

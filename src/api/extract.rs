@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use axum::body::{Bytes, HttpBody};
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use bytes::BytesMut;
@@ -15,6 +16,8 @@ use crate::api::{BODY_LIMIT, body_problems};
 mod struct_as_map;
 use crate::auth::ApiKey;
 use crate::error::{ApiError, Problems};
+use crate::ids::{Id, IdKind};
+use crate::model::query::{Address, Query, QueryParam};
 use struct_as_map::StructAsMap;
 
 /// A request body read whole into one buffer sized by its `Content-Length`
@@ -173,59 +176,78 @@ impl Params {
         Some(raw)
     }
 
-    /// An address filter, lower-cased; anything else is refused.
-    pub fn address(&self, problems: &mut Problems, name: &str) -> Option<String> {
-        let raw = self.typed(problems, name)?;
-        problems.check(name, crate::core::validate::address(raw))
-    }
-
-    /// An id filter (`mbx_…`); a value that cannot be an id of that kind
-    /// is refused rather than matching nothing.
-    pub fn id(&self, problems: &mut Problems, name: &str, prefix: &str) -> Option<String> {
-        let raw = self.typed(problems, name)?;
-        if crate::ids::is_id(prefix, raw) {
-            Some(raw.to_string())
-        } else {
-            problems.add(name, format!("{raw:?} is not a {prefix}_ id"));
-            None
+    /// The query struct `Q`, each field read by its own name (see
+    /// `crate::model::query`); its problems join `problems` in field order.
+    pub fn query<Q: Query>(&self, problems: &mut Problems) -> Q {
+        let mut found = Vec::new();
+        let q = Q::read(|name| self.0.get(name).map(String::as_str), &mut found);
+        for (name, message) in found {
+            problems.add(name, message);
         }
+        q
     }
+}
 
-    pub fn flag(&self, problems: &mut Problems, name: &str) -> Option<bool> {
-        match self.typed(problems, name)? {
-            "true" | "1" => Some(true),
-            "false" | "0" => Some(false),
-            other => {
-                problems.add(name, format!("expected true or false, got {other:?}"));
-                None
-            }
-        }
+/// An address filter, lower-cased; anything else is refused.
+impl QueryParam for Address {
+    fn parse(raw: &str) -> Result<Self, String> {
+        crate::core::validate::address(raw).map(Address)
     }
+}
 
-    pub fn instant(&self, problems: &mut Problems, name: &str) -> Option<i64> {
-        self.parsed_instant(problems, name, crate::clock::parse_instant)
+/// A path segment naming an object by its id of kind `K` (`thr_…`).
+///
+/// Reading it never fails the request (but for a segment that is not
+/// UTF-8, the framework's 400 as before): a segment that cannot be such an
+/// id names nothing, and [`PathId::get`] answers the 404 a lookup of it
+/// would give, `{error: "<noun> not found"}`. The handler takes the id where
+/// it looked the object up, after its scope, query and body checks, so a
+/// key lacking the scope still gets 403 and a bad body still 422.
+pub struct PathId<K>(Option<Id<K>>);
+
+impl<K: IdKind> PathId<K> {
+    /// The id, or 404 `<noun> not found` when the segment cannot be one.
+    pub fn get(self) -> Result<Id<K>, ApiError> {
+        self.0.ok_or(ApiError::NotFound(K::NOUN))
     }
+}
 
-    /// An `until` bound: a date means the end of that day.
-    pub fn until(&self, problems: &mut Problems, name: &str) -> Option<i64> {
-        self.parsed_instant(problems, name, crate::clock::parse_until)
+/// One segment of a path of two (see [`PathIds`]): an id checked as a
+/// [`PathId`], or text as given (an id or a provider's message id).
+pub trait PathSegment: Sized {
+    fn from_segment(raw: String) -> Self;
+}
+
+impl PathSegment for String {
+    fn from_segment(raw: String) -> Self {
+        raw
     }
+}
 
-    fn parsed_instant(
-        &self,
-        problems: &mut Problems,
-        name: &str,
-        parse: fn(&str) -> Option<i64>,
-    ) -> Option<i64> {
-        let raw = self.typed(problems, name)?;
-        let t = parse(raw);
-        if t.is_none() {
-            problems.add(
-                name,
-                format!("expected a date (2026-11-22) or an ISO 8601 timestamp, got {raw:?}"),
-            );
-        }
-        t
+impl<K: IdKind> PathSegment for PathId<K> {
+    fn from_segment(raw: String) -> Self {
+        PathId(Id::parse(&raw))
+    }
+}
+
+impl<S: Send + Sync, K: IdKind> FromRequestParts<S> for PathId<K> {
+    type Rejection = PathRejection;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state).await?;
+        Ok(PathId::from_segment(raw))
+    }
+}
+
+/// The two segments of `/…/{id}/attachments/{attachment_id}`.
+pub struct PathIds<A, B>(pub A, pub B);
+
+impl<S: Send + Sync, A: PathSegment, B: PathSegment> FromRequestParts<S> for PathIds<A, B> {
+    type Rejection = PathRejection;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path((a, b)) = Path::<(String, String)>::from_request_parts(parts, state).await?;
+        Ok(PathIds(A::from_segment(a), B::from_segment(b)))
     }
 }
 

@@ -27,7 +27,10 @@ pub async fn list(
     params: Params,
 ) -> ApiResult<Json<List<Mailbox>>> {
     key.require(Scope::MailboxesRead)?;
-    let data = mailboxes::list(&s.db, &key.reach, params.text("domain"))
+    let mut problems = Problems::new();
+    let q: MailboxFilter = params.query(&mut problems);
+    problems.finish()?;
+    let data = mailboxes::list(&s.db, &key.reach, q.domain.as_deref())
         .await?
         .iter()
         .map(|m| m.to_wire())
@@ -141,8 +144,9 @@ pub async fn delete(
 ) -> ApiResult<Json<MailboxDeleted>> {
     key.require(Scope::MailboxesWrite)?;
     let mut problems = Problems::new();
-    let confirm = params.flag(&mut problems, "confirm").unwrap_or(false);
+    let q: MailboxDeleteQuery = params.query(&mut problems);
     problems.finish()?;
+    let confirm = q.confirm.unwrap_or(false);
     let m = mailboxes::delete(&s.db, &key, &id, confirm).await?;
     Ok(Json(m.deleted()))
 }

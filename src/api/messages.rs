@@ -2,22 +2,23 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 
 use crate::api::attachments;
 use crate::api::emails::mailbox_filter;
-use crate::api::extract::{ApiJson, Auth, Params};
+use crate::api::extract::{ApiJson, Auth, Params, PathId, PathIds};
 use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::core::message_lists::{self, ReceivedFilter};
 use crate::core::messages::{self, Direction};
 use crate::error::{ApiError, ApiResult, Problems};
+use crate::ids::{AttachmentId, AttachmentKind, MessageId, MessageKind};
 use crate::model::List;
 use crate::model::messages::{
-    FileBytes, Folder, Message, MessageDetail, MessageListQuery, MessageUpdate, RawMime,
+    FileBytes, FolderFilter, Message, MessageDetail, MessageListQuery, MessageUpdate, RawMime,
 };
 
 /// List received messages
@@ -35,24 +36,20 @@ pub async fn list(
     key.require(Scope::MailRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
-    let mut f = ReceivedFilter::default();
-    if let Some(raw) = params.typed(&mut p, "folder") {
-        match Folder::parse(raw) {
-            Some(folder) => f.folder = Some(folder),
-            None if raw == "all" => {}
-            None => p.add("folder", format!("unknown folder {raw:?}")),
-        }
-    }
-    f.thread_id = params.id(&mut p, "thread_id", "thr");
-    f.from = params.address(&mut p, "from");
-    f.to = params.address(&mut p, "to");
-    f.subject = params.text("subject").map(str::to_string);
-    f.text = params.text("q").map(str::to_string);
-    f.unread = params.flag(&mut p, "unread");
-    f.since = params.instant(&mut p, "since");
-    f.until = params.until(&mut p, "until");
-    f.mailboxes = mailbox_filter(&params, &mut p);
+    let q: MessageListQuery = params.query(&mut p);
     p.finish()?;
+    let f = ReceivedFilter {
+        folder: q.folder.and_then(FolderFilter::folder),
+        thread_id: q.thread_id.map(String::from),
+        from: q.from.map(|a| a.0),
+        to: q.to.map(|a| a.0),
+        subject: q.subject,
+        text: q.q,
+        unread: q.unread,
+        since: q.since.map(|t| t.0),
+        until: q.until.map(|t| t.0),
+        mailboxes: mailbox_filter(q.mailbox_id, q.mailbox, q.domain),
+    };
     let items = message_lists::received(&s.db, &key.reach, &f, &page).await?;
     Ok(Json(page.list(&s.cursors, items)))
 }
@@ -61,15 +58,16 @@ pub async fn list(
 ///
 /// Any stored message (received or sent) with bodies, headers, attachments and events.
 #[utoipa::path(get, path = "/messages/{id}", operation_id = "getMessage",
-    params(("id" = String, Path, description = "The message id (`msg_…`) or the provider's message id.")),
+    params(("id" = inline(MessageId), Path, description = "The message id.")),
     security(("bearer" = ["mail:read"])),
     responses((status = 200, description = "The message.", body = MessageDetail)))]
 pub async fn get(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<MessageKind>,
 ) -> ApiResult<Json<MessageDetail>> {
     key.require(Scope::MailRead)?;
+    let id = id.get()?;
     let m = messages::get(&s.db, &key.reach, Direction::Inbound, &id)
         .await?
         .ok_or(ApiError::NotFound("message"))?;
@@ -80,17 +78,18 @@ pub async fn get(
 ///
 /// Only fields sent change; the thread's unread count follows.
 #[utoipa::path(patch, path = "/messages/{id}", operation_id = "updateMessage",
-    params(("id" = String, Path, description = "The message id (`msg_…`) or the provider's message id.")),
+    params(("id" = inline(MessageId), Path, description = "The message id.")),
     request_body = MessageUpdate,
     security(("bearer" = ["mail:write"])),
     responses((status = 200, description = "The message as it now is.", body = MessageDetail)))]
 pub async fn patch(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<MessageKind>,
     ApiJson(body): ApiJson<MessageUpdate>,
 ) -> ApiResult<Json<MessageDetail>> {
     key.require(Scope::MailWrite)?;
+    let id = id.get()?;
     let m = messages::get(&s.db, &key.reach, Direction::Inbound, &id)
         .await?
         .ok_or(ApiError::NotFound("message"))?;
@@ -106,8 +105,8 @@ pub async fn patch(
 /// As for sent mail: the file with its own `Content-Type`, `X-Content-Type-Options: nosniff`, and types a browser would run always as `attachment`.
 #[utoipa::path(get, path = "/messages/{id}/attachments/{attachment_id}", operation_id = "getMessageAttachment",
     params(
-        ("id" = String, Path, description = "The message id (`msg_…`)."),
-        ("attachment_id" = String, Path, description = "The attachment's `id` as listed on the message."),
+        ("id" = inline(MessageId), Path, description = "The message id."),
+        ("attachment_id" = inline(AttachmentId), Path, description = "The attachment's `id` as listed on the message."),
     ),
     security(("bearer" = ["mail:read"])),
     responses((status = 200, description = "The file; `Content-Type` is the attachment's own type.",
@@ -115,24 +114,26 @@ pub async fn patch(
 pub async fn attachment(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path((id, attachment_id)): Path<(String, String)>,
+    PathIds(id, attachment_id): PathIds<PathId<MessageKind>, PathId<AttachmentKind>>,
 ) -> ApiResult<Response> {
     key.require(Scope::MailRead)?;
-    attachments::download(&s.db, &key, Direction::Inbound, &id, &attachment_id).await
+    let id = id.get()?;
+    attachments::download(&s.db, &key, Direction::Inbound, &id, attachment_id).await
 }
 
 /// The original MIME of a received message
 #[utoipa::path(get, path = "/messages/{id}/raw", operation_id = "getMessageRaw",
-    params(("id" = String, Path, description = "The message id (`msg_…`).")),
+    params(("id" = inline(MessageId), Path, description = "The message id.")),
     security(("bearer" = ["mail:read"])),
     responses((status = 200, description = "The message exactly as received.",
         content_type = "message/rfc822", body = RawMime)))]
 pub async fn raw(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<MessageKind>,
 ) -> ApiResult<Response> {
     key.require(Scope::MailRead)?;
+    let id = id.get()?;
     let bytes = messages::raw(&s.db, &key.reach, &id)
         .await?
         .ok_or(ApiError::NotFound("message"))?;

@@ -17,8 +17,6 @@ use crate::model::suppressions::{
     SuppressionReason,
 };
 
-const REASONS: &str = "one of manual, bounce, complaint";
-
 /// List suppressed addresses
 ///
 /// Paged, newest first by `created_at`: addresses mail will not be sent to (hard bounces,
@@ -35,13 +33,12 @@ pub async fn list(
     key.require(Scope::EmailsRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
-    let filter = Filter {
-        address: params.typed(&mut p, "address").map(str::to_string),
-        reason: params
-            .typed(&mut p, "reason")
-            .and_then(|r| p.check("reason", SuppressionReason::parse(r).ok_or(REASONS.into()))),
-    };
+    let q: SuppressionFilter = params.query(&mut p);
     p.finish()?;
+    let filter = Filter {
+        address: q.address.map(|a| a.0),
+        reason: q.reason,
+    };
     Ok(Json(
         suppressions::list(&s.db, &s.cursors, &key.reach, &filter, &page).await?,
     ))

@@ -1,20 +1,21 @@
 //! `/threads`: conversations, their filters, changes, deletion and replies.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 
 use crate::api::emails::mailbox_filter;
-use crate::api::extract::{ApiJson, Auth, Params, RawBody, parse_json};
+use crate::api::extract::{ApiJson, Auth, Params, PathId, RawBody, parse_json};
 use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::core::sending;
 use crate::core::thread_actions::{self, ReplyInput, ThreadFilter, ThreadPatch};
 use crate::error::{ApiError, ApiResult, Problems};
+use crate::ids::{ThreadId, ThreadKind};
 use crate::model::List;
 use crate::model::drafts::OneOrMany;
-use crate::model::messages::Folder;
+use crate::model::messages::{Folder, FolderFilter};
 use crate::model::sending::{ReplyRequest, SendRequest, SendResult};
 use crate::model::threads::{
     Thread as WireThread, ThreadDeleteQuery, ThreadDeleted, ThreadDetail, ThreadListQuery,
@@ -36,33 +37,21 @@ pub async fn list(
     key.require(Scope::MailRead)?;
     let mut p = Problems::new();
     let page = s.cursors.page(&params, &mut p);
-    let mut f = ThreadFilter::default();
-    match params.typed(&mut p, "folder") {
-        None | Some("all") => {}
-        Some(raw) => match Folder::parse(raw) {
-            Some(folder) => f.folder = Some(folder),
-            None => {
-                let all: Vec<&str> = Folder::ALL.iter().map(|f| f.as_str()).collect();
-                p.add(
-                    "folder",
-                    format!("unknown folder {raw:?}; one of {}, all", all.join(", ")),
-                );
-            }
-        },
-    }
-    f.label = params
-        .id(&mut p, "label_id", "lbl")
-        .or(params.text("label").map(str::to_string));
-    f.text = params.text("q").map(str::to_string);
-    f.unread = params.flag(&mut p, "unread");
-    f.starred = params.flag(&mut p, "starred");
-    f.has_attachments = params.flag(&mut p, "has_attachments");
-    f.participant = params.address(&mut p, "participant");
-    f.subject = params.text("subject").map(str::to_string);
-    f.since = params.instant(&mut p, "since");
-    f.until = params.until(&mut p, "until");
-    f.mailboxes = mailbox_filter(&params, &mut p);
+    let q: ThreadListQuery = params.query(&mut p);
     p.finish()?;
+    let f = ThreadFilter {
+        folder: q.folder.and_then(FolderFilter::folder),
+        label: q.label_id.map(String::from).or(q.label),
+        text: q.q,
+        unread: q.unread,
+        starred: q.starred,
+        has_attachments: q.has_attachments,
+        participant: q.participant.map(|a| a.0),
+        subject: q.subject,
+        since: q.since.map(|t| t.0),
+        until: q.until.map(|t| t.0),
+        mailboxes: mailbox_filter(q.mailbox_id, q.mailbox, q.domain),
+    };
     let items = thread_actions::list(&s.db, &key.reach, &f, &page).await?;
     Ok(Json(page.list(&s.cursors, items)))
 }
@@ -71,19 +60,21 @@ pub async fn list(
 ///
 /// The thread with every message in `messages`, oldest first, with bodies and attachments; `include_body=false` gives the lighter message summaries.
 #[utoipa::path(get, path = "/threads/{id}", operation_id = "getThread",
-    params(("id" = String, Path, description = "The thread id (`thr_…`)."), ThreadReadQuery),
+    params(("id" = inline(ThreadId), Path, description = "The thread id."), ThreadReadQuery),
     security(("bearer" = ["mail:read"])),
     responses((status = 200, description = "The thread.", body = ThreadDetail)))]
 pub async fn get(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<ThreadKind>,
     params: Params,
 ) -> ApiResult<Json<ThreadDetail>> {
     key.require(Scope::MailRead)?;
     let mut p = Problems::new();
-    let include_body = params.flag(&mut p, "include_body").unwrap_or(true);
+    let q: ThreadReadQuery = params.query(&mut p);
     p.finish()?;
+    let include_body = q.include_body.unwrap_or(true);
+    let id = id.get()?;
     let t = thread_actions::get(&s.db, &key.reach, &id)
         .await?
         .ok_or(ApiError::NotFound("thread"))?;
@@ -94,14 +85,14 @@ pub async fn get(
 ///
 /// Only fields sent change. Labels are resolved before anything is written: an unknown label is 422 and nothing changes. Drafts stay where they are when `folder` is set. Emits `thread.updated`.
 #[utoipa::path(patch, path = "/threads/{id}", operation_id = "updateThread",
-    params(("id" = String, Path, description = "The thread id (`thr_…`).")),
+    params(("id" = inline(ThreadId), Path, description = "The thread id.")),
     request_body = ThreadUpdate,
     security(("bearer" = ["mail:write"])),
     responses((status = 200, description = "The thread as it now is.", body = WireThread)))]
 pub async fn patch(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<ThreadKind>,
     ApiJson(body): ApiJson<ThreadUpdate>,
 ) -> ApiResult<Json<WireThread>> {
     key.require(Scope::MailWrite)?;
@@ -132,6 +123,7 @@ pub async fn patch(
     )
     .await?;
     p.finish()?;
+    let id = id.get()?;
     let thread = thread_actions::patch(
         &s.db,
         &key.reach,
@@ -152,19 +144,21 @@ pub async fn patch(
 ///
 /// Moves the thread to trash; deleting a thread already in trash, or with `permanent=true`, removes it for good.
 #[utoipa::path(delete, path = "/threads/{id}", operation_id = "deleteThread",
-    params(("id" = String, Path, description = "The thread id (`thr_…`)."), ThreadDeleteQuery),
+    params(("id" = inline(ThreadId), Path, description = "The thread id."), ThreadDeleteQuery),
     security(("bearer" = ["mail:write"])),
     responses((status = 200, description = "Trashed or removed.", body = ThreadDeleted)))]
 pub async fn delete(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<ThreadKind>,
     params: Params,
 ) -> ApiResult<Json<ThreadDeleted>> {
     key.require(Scope::MailWrite)?;
     let mut p = Problems::new();
-    let permanent = params.flag(&mut p, "permanent").unwrap_or(false);
+    let q: ThreadDeleteQuery = params.query(&mut p);
     p.finish()?;
+    let permanent = q.permanent.unwrap_or(false);
+    let id = id.get()?;
     Ok(Json(
         thread_actions::delete(&s.db, &key.reach, &id, permanent).await?,
     ))
@@ -174,7 +168,7 @@ pub async fn delete(
 ///
 /// Recipients, subject and threading headers are derived from the last message of the thread unless given. Answers 202 once the provider accepted the reply.
 #[utoipa::path(post, path = "/threads/{id}/reply", operation_id = "replyToThread",
-    params(("id" = String, Path, description = "The thread id (`thr_…`).")),
+    params(("id" = inline(ThreadId), Path, description = "The thread id.")),
     request_body = ReplyRequest,
     security(("bearer" = ["mail:write"])),
     responses(
@@ -184,7 +178,7 @@ pub async fn delete(
 pub async fn reply(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<ThreadKind>,
     RawBody(body): RawBody,
 ) -> ApiResult<(StatusCode, Json<SendResult>)> {
     key.require(Scope::MailWrite)?;
@@ -215,6 +209,7 @@ pub async fn reply(
         tags: None,
     };
     let checked = sending::validate_aside(probe).await?;
+    let id = id.get()?;
     let outcome = thread_actions::reply(
         &s,
         &key,

@@ -2,19 +2,19 @@
 //! and replay.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 
-use crate::api::extract::{ApiJson, Auth, Params};
+use crate::api::extract::{ApiJson, Auth, Params, PathId};
 use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::Scope;
 use crate::error::{ApiError, ApiResult, Problems};
+use crate::ids::{DeliveryId, DeliveryKind, WebhookId, WebhookKind};
 use crate::model::List;
 use crate::model::webhooks::{
-    DeliveryFilter, EventName, Webhook, WebhookCreate, WebhookDeleteQuery, WebhookDeleted,
-    WebhookDelivery, WebhookDisabled, WebhookObject, WebhookPing, WebhookRemoved, WebhookReplay,
-    WebhookUpdate,
+    DeliveryFilter, Webhook, WebhookCreate, WebhookDeleteQuery, WebhookDeleted, WebhookDelivery,
+    WebhookDisabled, WebhookObject, WebhookPing, WebhookRemoved, WebhookReplay, WebhookUpdate,
 };
 use crate::webhooks::deliveries::{self, SyncResult};
 use crate::webhooks::endpoints::{self, NewWebhook, WebhookChanges};
@@ -39,15 +39,16 @@ pub async fn list(State(s): State<AppState>, Auth(key): Auth) -> ApiResult<Json<
 ///
 /// Never shows the secret.
 #[utoipa::path(get, path = "/webhooks/{id}", operation_id = "getWebhook",
-    params(("id" = String, Path, description = "The webhook id (`whk_…`).")),
+    params(("id" = inline(WebhookId), Path, description = "The webhook id.")),
     security(("bearer" = ["webhooks:read"])),
     responses((status = 200, description = "The endpoint.", body = Webhook)))]
 pub async fn get(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<WebhookKind>,
 ) -> ApiResult<Json<Webhook>> {
     key.require(Scope::WebhooksRead)?;
+    let id = id.get()?;
     let w = endpoints::get(&s.db, &key.reach, &id)
         .await?
         .ok_or(ApiError::NotFound("webhook"))?;
@@ -86,7 +87,7 @@ pub async fn create(
 /// Only fields sent change. `enabled: true` clears the failure count; `rotate_secret: true`
 /// replaces the secret and answers the new one once.
 #[utoipa::path(patch, path = "/webhooks/{id}", operation_id = "updateWebhook",
-    params(("id" = String, Path, description = "The webhook id (`whk_…`).")),
+    params(("id" = inline(WebhookId), Path, description = "The webhook id.")),
     request_body = WebhookUpdate,
     security(("bearer" = ["webhooks:write"])),
     responses((status = 200,
@@ -95,10 +96,11 @@ pub async fn create(
 pub async fn update(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<WebhookKind>,
     ApiJson(body): ApiJson<WebhookUpdate>,
 ) -> ApiResult<Json<Webhook>> {
     key.require(Scope::WebhooksWrite)?;
+    let id = id.get()?;
     let changes = WebhookChanges {
         url: body.url,
         events: body.events,
@@ -120,7 +122,7 @@ pub async fn update(
 /// keeping endpoint and history (the reply is then the endpoint with `deleted: false`).
 #[utoipa::path(delete, path = "/webhooks/{id}", operation_id = "deleteWebhook",
     params(
-        ("id" = String, Path, description = "The webhook id (`whk_…`)."),
+        ("id" = inline(WebhookId), Path, description = "The webhook id."),
         WebhookDeleteQuery,
     ),
     security(("bearer" = ["webhooks:write"])),
@@ -128,13 +130,15 @@ pub async fn update(
 pub async fn delete(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<WebhookKind>,
     params: Params,
 ) -> ApiResult<Json<WebhookDeleted>> {
     key.require(Scope::WebhooksWrite)?;
     let mut problems = Problems::new();
-    let disable_only = params.flag(&mut problems, "disable_only").unwrap_or(false);
+    let q: WebhookDeleteQuery = params.query(&mut problems);
     problems.finish()?;
+    let disable_only = q.disable_only.unwrap_or(false);
+    let id = id.get()?;
     if disable_only {
         let w = endpoints::disable(&s.db, &key, &id).await?;
         return Ok(Json(WebhookDeleted::Disabled(Box::new(WebhookDisabled {
@@ -164,7 +168,7 @@ fn sync_status(r: &SyncResult) -> StatusCode {
 /// Sends a `webhook.test` event synchronously, without retries, and records the attempt. No
 /// request body.
 #[utoipa::path(post, path = "/webhooks/{id}/ping", operation_id = "pingWebhook",
-    params(("id" = String, Path, description = "The webhook id (`whk_…`).")),
+    params(("id" = inline(WebhookId), Path, description = "The webhook id.")),
     security(("bearer" = ["webhooks:write"])),
     responses(
         (status = 200, description = "The endpoint answered 2xx.", body = WebhookPing),
@@ -174,9 +178,10 @@ fn sync_status(r: &SyncResult) -> StatusCode {
 pub async fn ping(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<WebhookKind>,
 ) -> ApiResult<(StatusCode, Json<WebhookPing>)> {
     key.require(Scope::WebhooksWrite)?;
+    let id = id.get()?;
     let r = deliveries::ping(&s.db, &s.webhooks, &key.reach, &id).await?;
     Ok((sync_status(&r), Json(r.to_wire())))
 }
@@ -186,7 +191,7 @@ pub async fn ping(
 /// Sends the stored payload again, synchronously and without retries, under the original
 /// envelope id; recorded as the next attempt. No request body.
 #[utoipa::path(post, path = "/webhook-deliveries/{id}/replay", operation_id = "replayWebhookDelivery",
-    params(("id" = String, Path, description = "The delivery id (`whd_…`).")),
+    params(("id" = inline(DeliveryId), Path, description = "The delivery id.")),
     security(("bearer" = ["webhooks:write"])),
     responses(
         (status = 200, description = "The endpoint answered 2xx.", body = WebhookReplay),
@@ -196,9 +201,10 @@ pub async fn ping(
 pub async fn replay(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<DeliveryKind>,
 ) -> ApiResult<(StatusCode, Json<WebhookReplay>)> {
     key.require(Scope::WebhooksWrite)?;
+    let id = id.get()?;
     let r = deliveries::replay(&s.db, &s.webhooks, &key.reach, &id).await?;
     let reply = WebhookReplay {
         ping: r.to_wire(),
@@ -222,16 +228,13 @@ pub async fn list_deliveries(
     key.require(Scope::WebhooksRead)?;
     let mut problems = Problems::new();
     let page = s.cursors.page(&params, &mut problems);
-    let event = params.typed(&mut problems, "event").and_then(|e| {
-        let known = EventName::parse(e).ok_or_else(|| format!("unknown event name {e:?}"));
-        problems.check("event", known)
-    });
-    let filter = deliveries::Filter {
-        webhook_id: params.text("webhook_id").map(str::to_string),
-        event,
-        succeeded: params.flag(&mut problems, "succeeded"),
-    };
+    let q: DeliveryFilter = params.query(&mut problems);
     problems.finish()?;
+    let filter = deliveries::Filter {
+        webhook_id: q.webhook_id,
+        event: q.event,
+        succeeded: q.succeeded,
+    };
     Ok(Json(
         deliveries::list(&s.db, &s.cursors, &key.reach, &filter, &page).await?,
     ))
@@ -239,15 +242,16 @@ pub async fn list_deliveries(
 
 /// Read a delivery attempt
 #[utoipa::path(get, path = "/webhook-deliveries/{id}", operation_id = "getWebhookDelivery",
-    params(("id" = String, Path, description = "The delivery id (`whd_…`).")),
+    params(("id" = inline(DeliveryId), Path, description = "The delivery id.")),
     security(("bearer" = ["webhooks:read"])),
     responses((status = 200, description = "The attempt.", body = WebhookDelivery)))]
 pub async fn get_delivery(
     State(s): State<AppState>,
     Auth(key): Auth,
-    Path(id): Path<String>,
+    id: PathId<DeliveryKind>,
 ) -> ApiResult<Json<WebhookDelivery>> {
     key.require(Scope::WebhooksRead)?;
+    let id = id.get()?;
     let d = deliveries::get(&s.db, &key.reach, &id)
         .await?
         .ok_or(ApiError::NotFound("webhook delivery"))?;

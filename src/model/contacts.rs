@@ -1,7 +1,7 @@
 //! Contacts on the wire.
 
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use super::Timestamp;
 
@@ -51,9 +51,8 @@ impl ContactOrder {
     }
 }
 
+super::query::query_params! {
 /// The filters of `GET /contacts`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct ContactListQuery {
     /// recent (default): by `last_seen_at`; frequent: by `message_count`.
     #[param(inline)]
@@ -61,9 +60,10 @@ pub struct ContactListQuery {
     /// Substring of the address or name.
     pub q: Option<String>,
     /// Only contacts of this mailbox address.
-    #[param(format = Email)]
-    pub mailbox: Option<String>,
+    #[param(inline)]
+    pub mailbox: Option<super::query::Address>,
     /// Only contacts of this mailbox (`mbx_` id).
-    #[param(pattern = "^mbx_[0-9a-hjkmnp-tv-z]+$")]
-    pub mailbox_id: Option<String>,
+    #[param(inline)]
+    pub mailbox_id: Option<crate::ids::MailboxId>,
+}
 }

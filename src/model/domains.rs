@@ -1,7 +1,7 @@
 //! Sending domains on the wire.
 
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use super::Timestamp;
 
@@ -148,12 +148,12 @@ pub struct DomainDeleted {
     pub deleted_in_provider: bool,
 }
 
+super::query::query_params! {
 /// The options of `DELETE /domains/{id}`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct DomainDeleteQuery {
     /// Also delete the identity at the provider. Default false.
     pub delete_in_provider: Option<bool>,
+}
 }
 
 /// The `data` of `domain.verified` and `domain.failed` webhook events.

@@ -1,7 +1,7 @@
 //! Drafts on the wire.
 
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use super::messages::Message;
 
@@ -76,10 +76,10 @@ pub struct DraftUpdate {
     pub html: Option<String>,
 }
 
+super::query::query_params! {
 /// The filters of `GET /drafts`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct DraftListQuery {
     /// Only drafts of this mailbox (address or `mbx_` id).
     pub mailbox: Option<String>,
+}
 }

@@ -1,7 +1,7 @@
 //! Mailboxes on the wire.
 
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use super::Timestamp;
 
@@ -82,18 +82,18 @@ pub struct MailboxDeleted {
     pub deleted: bool,
 }
 
+super::query::query_params! {
 /// The filters of `GET /mailboxes`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct MailboxFilter {
     /// Only mailboxes on this domain name.
     pub domain: Option<String>,
 }
+}
 
+super::query::query_params! {
 /// The options of `DELETE /mailboxes/{id}`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct MailboxDeleteQuery {
     /// Must be true: the mailbox and all its mail are deleted.
     pub confirm: Option<bool>,
+}
 }

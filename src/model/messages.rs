@@ -3,11 +3,11 @@
 //! and the flags a reader may change.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use utoipa::openapi::schema::{
     AdditionalProperties, ArrayBuilder, ObjectBuilder, OneOfBuilder, SchemaType, Type,
 };
 use utoipa::openapi::{RefOr, Schema};
-use utoipa::{IntoParams, ToSchema};
 
 use super::Timestamp;
 
@@ -302,21 +302,21 @@ impl Folder {
     }
 }
 
+super::query::query_params! {
 /// The filters of `GET /emails`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct EmailListQuery {
     /// One or several message statuses, comma-separated.
     #[param(
+        value_type = Option<String>,
         pattern = "^(queued|sent|delivered|bounced|complained|rejected|delayed|failed)(,(queued|sent|delivered|bounced|complained|rejected|delayed|failed))*$"
     )]
-    pub status: Option<String>,
+    pub status: Option<super::query::SentStatuses>,
     /// Exact sender address.
-    #[param(format = Email)]
-    pub from: Option<String>,
+    #[param(inline)]
+    pub from: Option<super::query::Address>,
     /// Exact recipient address.
-    #[param(format = Email)]
-    pub to: Option<String>,
+    #[param(inline)]
+    pub to: Option<super::query::Address>,
     /// Substring of the subject.
     pub subject: Option<String>,
     /// Full text over subject and body.
@@ -324,22 +324,23 @@ pub struct EmailListQuery {
     /// Only opened (true) or unopened (false) mail.
     pub opened: Option<bool>,
     /// Only mail sent by this API key (`key_` id).
-    #[param(pattern = "^key_[0-9a-hjkmnp-tv-z]+$")]
-    pub api_key_id: Option<String>,
+    #[param(inline)]
+    pub api_key_id: Option<crate::ids::KeyId>,
     /// Created at or after.
-    #[param(value_type = Option<super::query::Instant>, inline)]
-    pub since: Option<String>,
+    #[param(inline)]
+    pub since: Option<super::query::Since>,
     /// Created at or before; a date means the end of that day (UTC).
-    #[param(value_type = Option<super::query::Instant>, inline)]
-    pub until: Option<String>,
+    #[param(inline)]
+    pub until: Option<super::query::Until>,
     /// Only mail of this mailbox (`mbx_` id).
-    #[param(pattern = "^mbx_[0-9a-hjkmnp-tv-z]+$")]
-    pub mailbox_id: Option<String>,
+    #[param(inline)]
+    pub mailbox_id: Option<crate::ids::MailboxId>,
     /// Only mail of this mailbox address.
-    #[param(format = Email)]
-    pub mailbox: Option<String>,
+    #[param(inline)]
+    pub mailbox: Option<super::query::Address>,
     /// Only mail on this domain name.
     pub domain: Option<String>,
+}
 }
 
 /// A folder, or `all`.
@@ -355,22 +356,21 @@ pub enum FolderFilter {
     All,
 }
 
+super::query::query_params! {
 /// The filters of `GET /messages`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct MessageListQuery {
     /// Only messages in this folder.
     #[param(inline)]
     pub folder: Option<FolderFilter>,
     /// Only messages of this thread.
-    #[param(pattern = "^thr_[0-9a-hjkmnp-tv-z]+$")]
-    pub thread_id: Option<String>,
+    #[param(inline)]
+    pub thread_id: Option<crate::ids::ThreadId>,
     /// Exact sender address.
-    #[param(format = Email)]
-    pub from: Option<String>,
+    #[param(inline)]
+    pub from: Option<super::query::Address>,
     /// Exact recipient address.
-    #[param(format = Email)]
-    pub to: Option<String>,
+    #[param(inline)]
+    pub to: Option<super::query::Address>,
     /// Substring of the subject.
     pub subject: Option<String>,
     /// Full text over subject and body.
@@ -378,19 +378,20 @@ pub struct MessageListQuery {
     /// Unread (true) or read (false) only.
     pub unread: Option<bool>,
     /// Received at or after.
-    #[param(value_type = Option<super::query::Instant>, inline)]
-    pub since: Option<String>,
+    #[param(inline)]
+    pub since: Option<super::query::Since>,
     /// Received at or before; a date means the end of that day (UTC).
-    #[param(value_type = Option<super::query::Instant>, inline)]
-    pub until: Option<String>,
+    #[param(inline)]
+    pub until: Option<super::query::Until>,
     /// Only mail of this mailbox (`mbx_` id).
-    #[param(pattern = "^mbx_[0-9a-hjkmnp-tv-z]+$")]
-    pub mailbox_id: Option<String>,
+    #[param(inline)]
+    pub mailbox_id: Option<crate::ids::MailboxId>,
     /// Only mail of this mailbox address.
-    #[param(format = Email)]
-    pub mailbox: Option<String>,
+    #[param(inline)]
+    pub mailbox: Option<super::query::Address>,
     /// Only mail on this domain name.
     pub domain: Option<String>,
+}
 }
 
 /// Declares a doc-only type for a reply of raw bytes of one media type.

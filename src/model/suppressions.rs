@@ -1,7 +1,7 @@
 //! Suppressions on the wire: addresses mail will not be sent to.
 
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use super::Timestamp;
 
@@ -83,13 +83,13 @@ pub struct SuppressionDeleted {
     pub deleted: bool,
 }
 
+super::query::query_params! {
 /// The filters of `GET /suppressions`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct SuppressionFilter {
     /// Exact address.
-    #[param(min_length = 1)]
-    pub address: Option<String>,
+    #[param(inline)]
+    pub address: Option<super::query::NonEmptyText>,
     /// Why the address is suppressed.
     pub reason: Option<SuppressionReason>,
+}
 }

@@ -1,9 +1,9 @@
 //! Threads on the wire.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use utoipa::openapi::schema::{AnyOfBuilder, ArrayBuilder, ObjectBuilder, SchemaType, Type};
 use utoipa::openapi::{Ref, RefOr, Schema};
-use utoipa::{IntoParams, ToSchema};
 
 use super::Timestamp;
 use super::labels::LabelRef;
@@ -135,16 +135,15 @@ pub struct ThreadDeleted {
     pub permanent: bool,
 }
 
+super::query::query_params! {
 /// The filters of `GET /threads`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct ThreadListQuery {
     /// Only threads in this folder.
     #[param(inline)]
     pub folder: Option<FolderFilter>,
     /// Only threads carrying this label (`lbl_` id).
-    #[param(pattern = "^lbl_[0-9a-hjkmnp-tv-z]+$")]
-    pub label_id: Option<String>,
+    #[param(inline)]
+    pub label_id: Option<crate::ids::LabelId>,
     /// Only threads carrying the label of this name.
     pub label: Option<String>,
     /// Full text: every word somewhere in the thread's messages (drafts aside).
@@ -156,38 +155,39 @@ pub struct ThreadListQuery {
     /// With files or not.
     pub has_attachments: Option<bool>,
     /// Any address on the conversation.
-    #[param(format = Email)]
-    pub participant: Option<String>,
+    #[param(inline)]
+    pub participant: Option<super::query::Address>,
     /// Substring of the subject.
     pub subject: Option<String>,
     /// `last_message_at` at or after.
-    #[param(value_type = Option<super::query::Instant>, inline)]
-    pub since: Option<String>,
+    #[param(inline)]
+    pub since: Option<super::query::Since>,
     /// `last_message_at` at or before; a date means the end of that day (UTC).
-    #[param(value_type = Option<super::query::Instant>, inline)]
-    pub until: Option<String>,
+    #[param(inline)]
+    pub until: Option<super::query::Until>,
     /// Only mail of this mailbox (`mbx_` id).
-    #[param(pattern = "^mbx_[0-9a-hjkmnp-tv-z]+$")]
-    pub mailbox_id: Option<String>,
+    #[param(inline)]
+    pub mailbox_id: Option<crate::ids::MailboxId>,
     /// Only mail of this mailbox address.
-    #[param(format = Email)]
-    pub mailbox: Option<String>,
+    #[param(inline)]
+    pub mailbox: Option<super::query::Address>,
     /// Only mail on this domain name.
     pub domain: Option<String>,
 }
+}
 
+super::query::query_params! {
 /// The options of `GET /threads/{id}`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct ThreadReadQuery {
     /// Default true; false leaves out bodies, headers, attachments and events.
     pub include_body: Option<bool>,
 }
+}
 
+super::query::query_params! {
 /// The options of `DELETE /threads/{id}`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct ThreadDeleteQuery {
     /// Skip trash and remove for good. Default false.
     pub permanent: Option<bool>,
+}
 }

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, OneOfBuilder, Type};
 use utoipa::openapi::{Ref, RefOr, Schema};
-use utoipa::{IntoParams, PartialSchema, ToSchema};
+use utoipa::{PartialSchema, ToSchema};
 
 use super::Timestamp;
 
@@ -249,12 +249,12 @@ impl ToSchema for WebhookDeleted {
     }
 }
 
+super::query::query_params! {
 /// The options of `DELETE /webhooks/{id}`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct WebhookDeleteQuery {
     /// Only disable; keep the endpoint and its deliveries. Default false.
     pub disable_only: Option<bool>,
+}
 }
 
 /// One delivery attempt.
@@ -297,9 +297,8 @@ fn object_or_string() -> Schema {
         .into()
 }
 
+super::query::query_params! {
 /// The filters of `GET /webhook-deliveries`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
 pub struct DeliveryFilter {
     /// Only attempts at this endpoint.
     pub webhook_id: Option<String>,
@@ -307,6 +306,7 @@ pub struct DeliveryFilter {
     pub event: Option<EventName>,
     /// Only successful (true) or failed (false) attempts.
     pub succeeded: Option<bool>,
+}
 }
 
 /// The result of a ping.

@@ -486,3 +486,88 @@ async fn id_patterns_match_the_id_alphabet() {
         assert_eq!(*p, pigeonhole::ids::pattern(prefix), "id pattern {p}");
     }
 }
+
+/// Ids in paths are typed: the document's pattern comes from the id's type,
+/// a segment that cannot be such an id gets the 404 a lookup of it gives,
+/// and paths that also take a name, an address or a provider's message id
+/// keep a plain string.
+#[tokio::test]
+async fn path_ids_are_typed_where_only_an_id_can_name_the_object() {
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    let param = |path: &str, method: &str, name: &str| -> Value {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("{method} {path}: no parameter {name}"))
+    };
+    for (path, method, name, prefix) in [
+        ("/api/v1/threads/{id}", "get", "id", "thr"),
+        ("/api/v1/threads/{id}/reply", "post", "id", "thr"),
+        ("/api/v1/webhooks/{id}", "patch", "id", "whk"),
+        (
+            "/api/v1/webhook-deliveries/{id}/replay",
+            "post",
+            "id",
+            "whd",
+        ),
+        ("/api/v1/drafts/{id}", "delete", "id", "msg"),
+        ("/api/v1/messages/{id}", "get", "id", "msg"),
+        ("/api/v1/messages/{id}/raw", "get", "id", "msg"),
+        (
+            "/api/v1/messages/{id}/attachments/{attachment_id}",
+            "get",
+            "attachment_id",
+            "att",
+        ),
+        (
+            "/api/v1/emails/{id}/attachments/{attachment_id}",
+            "get",
+            "attachment_id",
+            "att",
+        ),
+    ] {
+        let p = param(path, method, name);
+        assert_eq!(
+            p["schema"]["pattern"],
+            pigeonhole::ids::pattern(prefix),
+            "{method} {path} {name}"
+        );
+    }
+    for (path, method) in [
+        ("/api/v1/domains/{id}", "get"),
+        ("/api/v1/mailboxes/{id}", "get"),
+        ("/api/v1/labels/{id}", "get"),
+        ("/api/v1/suppressions/{id}", "delete"),
+        ("/api/v1/emails/{id}", "get"),
+        ("/api/v1/emails/{id}/attachments/{attachment_id}", "get"),
+    ] {
+        let p = param(path, method, "id");
+        assert!(p["schema"]["pattern"].is_null(), "{method} {path}: {p}");
+    }
+    for (path, noun) in [
+        ("/api/v1/threads/nope", "thread"),
+        ("/api/v1/threads/msg_0000000000", "thread"),
+        ("/api/v1/drafts/thr_0000000000", "draft"),
+        ("/api/v1/webhooks/x", "webhook"),
+        (
+            "/api/v1/webhook-deliveries/whk_0000000000",
+            "webhook delivery",
+        ),
+        ("/api/v1/messages/nope", "message"),
+        ("/api/v1/messages/nope/raw", "message"),
+        // The message is looked up first, as before.
+        ("/api/v1/messages/nope/attachments/nope", "message"),
+        ("/api/v1/emails/nope/attachments/nope", "email"),
+    ] {
+        let r = app.get(path).await;
+        assert_eq!(r.status, 404, "{path}: {}", r.text);
+        assert_eq!(r.body["code"], "not_found", "{path}: {}", r.text);
+        assert_eq!(r.body["error"], format!("{noun} not found"), "{path}");
+    }
+    // A query problem still comes before the id's 404, as it did.
+    let r = app.get("/api/v1/threads/nope?include_body=maybe").await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    assert_eq!(r.body["param"], "include_body");
+}
