@@ -1,4 +1,10 @@
 //! The one error type of the API, mapped once to the spec's `{error, code}` bodies.
+//!
+//! The service's rules fail with [`CoreError`] (not found, invalid, conflict,
+//! forbidden, throttled, upstream, busy…), which the API carries as it is in
+//! [`ApiError::Rule`] and answers with its status here; the other variants
+//! are what only HTTP can go wrong with (the key, the request's size and
+//! shape) and the database's faults.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -13,20 +19,6 @@ use crate::store::fault::{self, StoreFault};
 pub enum ApiError {
     #[error("missing, mistyped or revoked API key")]
     Unauthorized,
-    #[error("this API key lacks the scope {required}")]
-    MissingScope {
-        required: &'static str,
-        scopes: Vec<String>,
-    },
-    #[error("{0}")]
-    Forbidden(String),
-    #[error("{0} not found")]
-    NotFound(&'static str),
-    #[error("{message}")]
-    Conflict {
-        message: String,
-        retry_after: Option<u64>,
-    },
     #[error("request body is larger than the 30 MB limit")]
     PayloadTooLarge,
     #[error("this route does not accept that method")]
@@ -38,26 +30,10 @@ pub enum ApiError {
     /// A reply made below the handlers (a framework rejection) with its reason.
     #[error("{message}")]
     Http { status: StatusCode, message: String },
-    #[error("{}", .0.iter().map(|p| format!("{}: {}", p.param, p.message)).collect::<Vec<_>>().join("; "))]
-    Invalid(Vec<FieldProblem>),
-    #[error("{message}")]
-    RateLimited { message: String, retry_after: u64 },
-    /// An upstream (the provider) failed; `status` is 502 or 503.
-    #[error("{message}")]
-    Upstream { status: u16, message: String },
-    /// The provider accepted a message whose record could not be written in
-    /// full: it went out, and is recorded (if at all) in a short form with
-    /// status `failed`. The request had its effect: an idempotent retry
-    /// replays this reply instead of sending again.
-    #[error("{message}")]
-    SentNotRecorded {
-        message: String,
-        id: String,
-        provider_message_id: String,
-    },
-    /// This instance cannot take the request now (503 with `Retry-After`).
-    #[error("{message}")]
-    Busy { message: String, retry_after: u64 },
+    /// A rule of the service failed. Never [`CoreError::Internal`]: that
+    /// becomes [`ApiError::Store`] or [`ApiError::Internal`] (see `From`).
+    #[error("{0}")]
+    Rule(CoreError),
     /// The database cannot serve now (see `store::fault`): 503, or 507 when
     /// it is out of space, with `Retry-After`; the detail goes to the log.
     #[error("{}", fault_message(*.fault))]
@@ -95,45 +71,78 @@ impl From<anyhow::Error> for ApiError {
     }
 }
 
+impl From<CoreError> for ApiError {
+    fn from(e: CoreError) -> Self {
+        match e {
+            CoreError::Internal(e) => ApiError::from(e),
+            rule => ApiError::Rule(rule),
+        }
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        ApiError::from(anyhow::Error::new(e).context("database"))
+    }
+}
+
 impl ApiError {
+    pub fn not_found(what: &'static str) -> ApiError {
+        ApiError::Rule(CoreError::NotFound(what))
+    }
+
     pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
-        ApiError::Invalid(vec![FieldProblem {
-            param: param.into(),
-            message: message.into(),
-        }])
+        ApiError::Rule(CoreError::invalid(param, message))
+    }
+
+    /// Every problem found, the first one being `param`.
+    pub fn invalid_all(problems: Vec<FieldProblem>) -> ApiError {
+        ApiError::Rule(CoreError::Invalid(problems))
     }
 
     pub fn conflict(message: impl Into<String>) -> ApiError {
-        ApiError::Conflict {
+        ApiError::Rule(CoreError::conflict(message))
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::Rule(CoreError::Forbidden(message.into()))
+    }
+
+    pub fn upstream(kind: UpstreamKind, message: impl Into<String>) -> ApiError {
+        ApiError::Rule(CoreError::Upstream {
+            kind,
             message: message.into(),
-            retry_after: None,
-        }
+        })
     }
 
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::MissingScope { .. } | ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             ApiError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::Http { status, .. } => *status,
-            ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Upstream { status, .. } => {
-                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
-            }
-            ApiError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Rule(rule) => match rule {
+                CoreError::NotFound(_) => StatusCode::NOT_FOUND,
+                CoreError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+                CoreError::Conflict { .. } => StatusCode::CONFLICT,
+                CoreError::Forbidden(_) | CoreError::MissingScope { .. } => StatusCode::FORBIDDEN,
+                CoreError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+                CoreError::Upstream { kind, .. } => match kind {
+                    UpstreamKind::Unreachable => StatusCode::BAD_GATEWAY,
+                    UpstreamKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+                },
+                CoreError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                CoreError::SentNotRecorded { .. } | CoreError::Internal(_) => {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
+            },
             ApiError::Store { fault, .. } => match fault {
                 StoreFault::Full => StatusCode::INSUFFICIENT_STORAGE,
                 StoreFault::Unavailable | StoreFault::ReadOnly => StatusCode::SERVICE_UNAVAILABLE,
             },
-            ApiError::SentNotRecorded { .. } | ApiError::Internal(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -141,15 +150,12 @@ impl ApiError {
     /// under the same `Idempotency-Key` must replay this reply rather than
     /// run again.
     pub fn took_effect(&self) -> bool {
-        matches!(self, ApiError::SentNotRecorded { .. })
+        matches!(self, ApiError::Rule(rule) if rule.took_effect())
     }
 
     pub fn code(&self) -> ErrorCode {
         match self {
             ApiError::Unauthorized => ErrorCode::Unauthorized,
-            ApiError::MissingScope { .. } | ApiError::Forbidden(_) => ErrorCode::Forbidden,
-            ApiError::NotFound(_) => ErrorCode::NotFound,
-            ApiError::Conflict { .. } => ErrorCode::Conflict,
             ApiError::PayloadTooLarge => ErrorCode::PayloadTooLarge,
             ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
             ApiError::UriTooLong { .. } => ErrorCode::UriTooLong,
@@ -163,12 +169,18 @@ impl ApiError {
                 s if s >= 500 => ErrorCode::ServerError,
                 _ => ErrorCode::BadRequest,
             },
-            ApiError::Invalid(_) => ErrorCode::InvalidRequest,
-            ApiError::RateLimited { .. } => ErrorCode::RateLimited,
-            ApiError::Upstream { .. } | ApiError::Busy { .. } | ApiError::Store { .. } => {
-                ErrorCode::ServerError
-            }
-            ApiError::SentNotRecorded { .. } | ApiError::Internal(_) => ErrorCode::ServerError,
+            ApiError::Rule(rule) => match rule {
+                CoreError::NotFound(_) => ErrorCode::NotFound,
+                CoreError::Invalid(_) => ErrorCode::InvalidRequest,
+                CoreError::Conflict { .. } => ErrorCode::Conflict,
+                CoreError::Forbidden(_) | CoreError::MissingScope { .. } => ErrorCode::Forbidden,
+                CoreError::RateLimited { .. } => ErrorCode::RateLimited,
+                CoreError::Upstream { .. }
+                | CoreError::Busy { .. }
+                | CoreError::SentNotRecorded { .. }
+                | CoreError::Internal(_) => ErrorCode::ServerError,
+            },
+            ApiError::Store { .. } | ApiError::Internal(_) => ErrorCode::ServerError,
         }
     }
 
@@ -177,112 +189,56 @@ impl ApiError {
     pub fn body(&self) -> ErrorBody {
         let mut body = ErrorBody::new(self.to_string(), self.code());
         match self {
-            ApiError::MissingScope { required, scopes } => {
+            ApiError::Rule(CoreError::MissingScope { required, scopes }) => {
                 body.required_scope = Scope::parse(required);
                 body.scopes = Some(scopes.iter().filter_map(|s| Scope::parse(s)).collect());
             }
-            ApiError::Invalid(problems) => {
+            ApiError::Rule(CoreError::Invalid(problems)) => {
                 body.param = problems.first().map(|p| p.param.clone());
             }
-            ApiError::SentNotRecorded {
+            ApiError::Rule(CoreError::SentNotRecorded {
                 id,
                 provider_message_id,
                 ..
-            } => {
+            }) => {
                 body.id = Some(id.clone());
                 body.provider_message_id = Some(provider_message_id.clone());
             }
-            ApiError::Internal(_) => {
+            ApiError::Internal(_) | ApiError::Rule(CoreError::Internal(_)) => {
                 body.error = "the server failed to handle this request".into();
             }
             _ => {}
         }
         body
     }
-}
 
-/// Each rule's failure answered with its status, once.
-impl From<CoreError> for ApiError {
-    fn from(e: CoreError) -> Self {
-        match e {
-            CoreError::NotFound(what) => ApiError::NotFound(what),
-            CoreError::Invalid(problems) => ApiError::Invalid(problems),
-            CoreError::Conflict {
-                message,
-                retry_after,
-            } => ApiError::Conflict {
-                message,
-                retry_after,
-            },
-            CoreError::Forbidden(m) => ApiError::Forbidden(m),
-            CoreError::MissingScope { required, scopes } => {
-                ApiError::MissingScope { required, scopes }
-            }
-            CoreError::RateLimited {
-                message,
-                retry_after,
-            } => ApiError::RateLimited {
-                message,
-                retry_after,
-            },
-            CoreError::Upstream { kind, message } => ApiError::Upstream {
-                status: match kind {
-                    UpstreamKind::Unreachable => 502,
-                    UpstreamKind::Unavailable => 503,
-                },
-                message,
-            },
-            CoreError::SentNotRecorded {
-                message,
-                id,
-                provider_message_id,
-            } => ApiError::SentNotRecorded {
-                message,
-                id,
-                provider_message_id,
-            },
-            CoreError::Busy {
-                message,
-                retry_after,
-            } => ApiError::Busy {
-                message,
-                retry_after,
-            },
-            CoreError::Internal(e) => ApiError::from(e),
+    /// Seconds to wait before retrying, when the reply says.
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            ApiError::Rule(CoreError::Conflict { retry_after, .. }) => *retry_after,
+            ApiError::Rule(
+                CoreError::RateLimited { retry_after, .. } | CoreError::Busy { retry_after, .. },
+            ) => Some(*retry_after),
+            ApiError::Store { fault, .. } => Some(fault_retry_after(*fault)),
+            _ => None,
         }
-    }
-}
-
-impl From<sqlx::Error> for ApiError {
-    fn from(e: sqlx::Error) -> Self {
-        ApiError::from(anyhow::Error::new(e).context("database"))
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.status();
-        let body = self.body();
-        let retry_after = match &self {
-            ApiError::Conflict {
-                retry_after: Some(s),
-                ..
-            } => Some(*s),
-            ApiError::RateLimited { retry_after: s, .. }
-            | ApiError::Busy { retry_after: s, .. } => Some(*s),
-            ApiError::Internal(e) => {
-                // The detail goes to the log, never to the client.
+        match &self {
+            // The detail goes to the log, never to the client.
+            ApiError::Internal(e) | ApiError::Rule(CoreError::Internal(e)) => {
                 tracing::error!(error = format!("{e:#}"), "internal error");
-                None
             }
             ApiError::Store { fault, detail } => {
                 tracing::warn!(error = format!("{detail:#}"), ?fault, "database fault");
-                Some(fault_retry_after(*fault))
             }
-            _ => None,
-        };
-        let mut resp = (status, axum::Json(body)).into_response();
-        if let Some(s) = retry_after {
+            _ => {}
+        }
+        let mut resp = (self.status(), axum::Json(self.body())).into_response();
+        if let Some(s) = self.retry_after() {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::api::BODY_LIMIT;
 use crate::app::AppState;
+use crate::core::error::CoreError;
 use crate::core::memory;
 use crate::error::ApiError;
 
@@ -51,10 +52,10 @@ pub async fn admit(State(state): State<AppState>, req: Request, next: Next) -> R
             available = state.memory.available_bytes(),
             "a large request found no memory for it"
         );
-        return ApiError::Busy {
+        return ApiError::Rule(CoreError::Busy {
             message: "the server is busy with other large messages; retry later".into(),
             retry_after: RETRY_AFTER_SECS,
-        }
+        })
         .into_response();
     };
     let response = next.run(req).await;

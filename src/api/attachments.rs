@@ -25,14 +25,14 @@ pub async fn download(
 ) -> Result<Response, ApiError> {
     let m = messages::get(db, &key.reach, direction, id)
         .await?
-        .ok_or(ApiError::NotFound(match direction {
+        .ok_or(ApiError::not_found(match direction {
             Direction::Outbound => "email",
             Direction::Inbound => "message",
         }))?;
     let attachment_id = attachment_id.get()?;
     let (a, bytes) = messages::attachment_content(db, &m.id, &attachment_id)
         .await?
-        .ok_or(ApiError::NotFound("attachment"))?;
+        .ok_or(ApiError::not_found("attachment"))?;
     Ok(response(&a, bytes))
 }
 

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use crate::api::rate_limit::Decision;
 use crate::app::AppState;
 use crate::auth;
+use crate::core::error::CoreError;
 use crate::error::ApiError;
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -74,8 +75,8 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
 }
 
 fn limited(d: &Decision, now: u64) -> ApiError {
-    ApiError::RateLimited {
+    ApiError::Rule(CoreError::RateLimited {
         message: format!("rate limit of {} calls per minute exceeded", d.limit),
         retry_after: d.reset.saturating_sub(now).max(1),
-    }
+    })
 }

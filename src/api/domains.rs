@@ -41,7 +41,7 @@ pub async fn get(
     key.require(Scope::DomainsRead)?;
     let d = domains::get(&s.db, &key.reach, &id)
         .await?
-        .ok_or(ApiError::NotFound("domain"))?;
+        .ok_or(ApiError::not_found("domain"))?;
     Ok(Json(d.to_wire()))
 }
 
@@ -94,7 +94,7 @@ pub async fn update(
         Some(v) => domains::set_auto_create(&s.db, &key, &id, v).await?,
         None => domains::get(&s.db, &key.reach, &id)
             .await?
-            .ok_or(ApiError::NotFound("domain"))?,
+            .ok_or(ApiError::not_found("domain"))?,
     };
     Ok(Json(d.to_wire()))
 }

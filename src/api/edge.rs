@@ -70,7 +70,7 @@ fn check_head(req: &Request, limits: HeadLimits) -> Result<(), ApiError> {
     // No id, name or address holds NUL, and PostgreSQL cannot compare text
     // that does: a path naming one names nothing.
     if has_nul(req.uri().path()) {
-        return Err(ApiError::NotFound("object"));
+        return Err(ApiError::not_found("object"));
     }
     if uri_len(req.uri()) > limits.max_uri_bytes {
         return Err(ApiError::UriTooLong {

@@ -14,6 +14,7 @@ use crate::api::extract::{Auth, Params, PathId, PathIds, RawBody, parse_json};
 use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
+use crate::core::error::CoreError;
 use crate::core::idempotency::{self, Begin};
 use crate::core::memory;
 use crate::core::message_lists::{self, MailboxFilter, SentFilter};
@@ -119,12 +120,12 @@ where
             ));
         }
         Begin::InFlight => {
-            return Err(ApiError::Conflict {
+            return Err(ApiError::Rule(CoreError::Conflict {
                 message:
                     "a request with this Idempotency-Key is still being processed; retry shortly"
                         .into(),
                 retry_after: Some(1),
-            });
+            }));
         }
     }
     let db = state.db.clone();
@@ -440,7 +441,7 @@ pub async fn get(
     key.require(Scope::EmailsRead)?;
     let m = messages::get(&s.db, &key.reach, Direction::Outbound, &id)
         .await?
-        .ok_or(ApiError::NotFound("email"))?;
+        .ok_or(ApiError::not_found("email"))?;
     Ok(Json(messages::detail(&s.db, &m).await?))
 }
 

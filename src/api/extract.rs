@@ -113,7 +113,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     let first = body_problems::failure(path, inner);
     if bytes.len() > THOROUGH_UP_TO {
-        return Err(ApiError::Invalid(vec![first.problem]));
+        return Err(ApiError::invalid_all(vec![first.problem]));
     }
     // The type stopped at its first problem; look on for the others.
     let value: serde_json::Value = serde_json::from_slice(bytes).map_err(malformed)?;
@@ -121,7 +121,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         Some(first) => body_problems::all::<T>(value, first),
         None => vec![first.problem],
     };
-    Err(ApiError::Invalid(problems))
+    Err(ApiError::invalid_all(problems))
 }
 
 /// Bodies up to this size have every problem listed; a larger one (an
@@ -208,7 +208,7 @@ pub struct PathId<K>(Option<Id<K>>);
 impl<K: IdKind> PathId<K> {
     /// The id, or 404 `<noun> not found` when the segment cannot be one.
     pub fn get(self) -> Result<Id<K>, ApiError> {
-        self.0.ok_or(ApiError::NotFound(K::NOUN))
+        self.0.ok_or(ApiError::not_found(K::NOUN))
     }
 }
 

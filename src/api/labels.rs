@@ -40,7 +40,7 @@ pub async fn get(
     key.require(Scope::MailRead)?;
     let l = labels::find(&s.db, &id)
         .await?
-        .ok_or(ApiError::NotFound("label"))?;
+        .ok_or(ApiError::not_found("label"))?;
     Ok(Json(l.to_wire()))
 }
 
@@ -106,7 +106,7 @@ pub async fn update(
     let (name, color) = check(body.name.as_deref(), body.color.as_deref(), false)?;
     let l = labels::find(&s.db, &id)
         .await?
-        .ok_or(ApiError::NotFound("label"))?;
+        .ok_or(ApiError::not_found("label"))?;
     key.require_account_reach("changing a label")?;
     Ok(Json(
         labels::update(&s.db, &l, name, color).await?.to_wire(),
@@ -128,7 +128,7 @@ pub async fn delete(
     key.require(Scope::MailWrite)?;
     let l = labels::find(&s.db, &id)
         .await?
-        .ok_or(ApiError::NotFound("label"))?;
+        .ok_or(ApiError::not_found("label"))?;
     key.require_account_reach("deleting a label")?;
     labels::delete(&s.db, &l).await?;
     Ok(Json(Deleted::new(LabelObject, l.id)))

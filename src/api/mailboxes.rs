@@ -51,7 +51,7 @@ pub async fn get(
     key.require(Scope::MailboxesRead)?;
     let m = mailboxes::get(&s.db, &key.reach, &id)
         .await?
-        .ok_or(ApiError::NotFound("mailbox"))?;
+        .ok_or(ApiError::not_found("mailbox"))?;
     Ok(Json(m.to_wire()))
 }
 

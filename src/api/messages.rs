@@ -70,7 +70,7 @@ pub async fn get(
     let id = id.get()?;
     let m = messages::get(&s.db, &key.reach, Direction::Inbound, &id)
         .await?
-        .ok_or(ApiError::NotFound("message"))?;
+        .ok_or(ApiError::not_found("message"))?;
     Ok(Json(messages::detail(&s.db, &m).await?))
 }
 
@@ -92,11 +92,11 @@ pub async fn patch(
     let id = id.get()?;
     let m = messages::get(&s.db, &key.reach, Direction::Inbound, &id)
         .await?
-        .ok_or(ApiError::NotFound("message"))?;
+        .ok_or(ApiError::not_found("message"))?;
     messages::set_flags(&s.db, &m, body.is_read, body.is_starred).await?;
     let m = messages::get(&s.db, &key.reach, Direction::Inbound, &id)
         .await?
-        .ok_or(ApiError::NotFound("message"))?;
+        .ok_or(ApiError::not_found("message"))?;
     Ok(Json(messages::detail(&s.db, &m).await?))
 }
 
@@ -136,7 +136,7 @@ pub async fn raw(
     let id = id.get()?;
     let bytes = messages::raw(&s.db, &key.reach, &id)
         .await?
-        .ok_or(ApiError::NotFound("message"))?;
+        .ok_or(ApiError::not_found("message"))?;
     let mut resp = Response::new(Body::from(bytes));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

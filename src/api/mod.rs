@@ -142,5 +142,5 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn not_found() -> crate::error::ApiError {
-    crate::error::ApiError::NotFound("route")
+    crate::error::ApiError::not_found("route")
 }

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use crate::api::extract::RawBody;
 use crate::app::AppState;
 use crate::config::Environment;
+use crate::core::error::UpstreamKind;
 use crate::core::provider_events::{self, Ingested};
 use crate::error::{ApiError, ApiResult};
 use crate::model::ops::{SnsMessage, SnsResult};
@@ -42,14 +43,14 @@ pub async fn receive(
         Ok(m) => m,
         Err(e) if e.is_transient() => {
             tracing::warn!(error = %e, "SNS certificate unavailable");
-            return Err(ApiError::Upstream {
-                status: 503,
-                message: "the SNS signing certificate could not be fetched; SNS will retry".into(),
-            });
+            return Err(ApiError::upstream(
+                UpstreamKind::Unavailable,
+                "the SNS signing certificate could not be fetched; SNS will retry",
+            ));
         }
         Err(e) => {
             tracing::warn!(error = %e, "refused an SNS message");
-            return Err(ApiError::Forbidden(format!("SNS message refused: {e}")));
+            return Err(ApiError::forbidden(format!("SNS message refused: {e}")));
         }
     };
     match msg.kind {
@@ -62,9 +63,7 @@ pub async fn receive(
                     matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"))
                 });
             if !(sns::is_sns_url(&url) || local_ok) {
-                return Err(ApiError::Forbidden(
-                    "SubscribeURL is not an SNS address".into(),
-                ));
+                return Err(ApiError::forbidden("SubscribeURL is not an SNS address"));
             }
             confirm(&url).await?;
             Ok((
@@ -129,22 +128,20 @@ async fn confirm(url: &str) -> Result<(), ApiError> {
         .timeout(std::time::Duration::from_secs(10))
         .build()
         .map_err(|e| ApiError::Internal(e.into()))?;
-    let resp = client
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| ApiError::Upstream {
-            status: 502,
-            message: format!("confirming the SNS subscription failed: {e}"),
-        })?;
+    let resp = client.get(url).send().await.map_err(|e| {
+        ApiError::upstream(
+            UpstreamKind::Unreachable,
+            format!("confirming the SNS subscription failed: {e}"),
+        )
+    })?;
     if !resp.status().is_success() {
-        return Err(ApiError::Upstream {
-            status: 502,
-            message: format!(
+        return Err(ApiError::upstream(
+            UpstreamKind::Unreachable,
+            format!(
                 "confirming the SNS subscription failed: HTTP {}",
                 resp.status()
             ),
-        });
+        ));
     }
     Ok(())
 }

@@ -77,7 +77,7 @@ pub async fn get(
     let id = id.get()?;
     let t = thread_actions::get(&s.db, &key.reach, &id)
         .await?
-        .ok_or(ApiError::NotFound("thread"))?;
+        .ok_or(ApiError::not_found("thread"))?;
     Ok(Json(thread_actions::read(&s.db, &t, include_body).await?))
 }
 

@@ -51,7 +51,7 @@ pub async fn get(
     let id = id.get()?;
     let w = endpoints::get(&s.db, &key.reach, &id)
         .await?
-        .ok_or(ApiError::NotFound("webhook"))?;
+        .ok_or(ApiError::not_found("webhook"))?;
     Ok(Json(w.to_wire()))
 }
 
@@ -254,6 +254,6 @@ pub async fn get_delivery(
     let id = id.get()?;
     let d = deliveries::get(&s.db, &key.reach, &id)
         .await?
-        .ok_or(ApiError::NotFound("webhook delivery"))?;
+        .ok_or(ApiError::not_found("webhook delivery"))?;
     Ok(Json(d.to_wire()?))
 }
