@@ -138,6 +138,32 @@ impl Deployment {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// `ours.test` added and verified.
+    async fn verified_domain(&self, server: &Server) {
+        let (s, b) = self
+            .call(
+                server,
+                "POST",
+                "/api/v1/domains",
+                Some(json!({"name": "ours.test"})),
+            )
+            .await;
+        assert_eq!(s, 201, "{b}");
+        let id = b["id"].as_str().unwrap_or_default().to_string();
+        let path = format!("/api/v1/domains/{id}/verify");
+        let (s, b) = self.call(server, "POST", &path, Some(json!({}))).await;
+        assert_eq!(s, 200, "{b}");
+    }
+
+    /// The mailbox `inbox@ours.test`.
+    async fn mailbox(&self, server: &Server) {
+        let body = json!({"address": "inbox@ours.test"});
+        let (s, b) = self
+            .call(server, "POST", "/api/v1/mailboxes", Some(body))
+            .await;
+        assert_eq!(s, 201, "{b}");
+    }
+
     /// Every item of a list endpoint, following cursors.
     async fn list_all(&self, server: &Server, path: &str) -> Vec<Value> {
         let mut items = Vec::new();
@@ -172,6 +198,28 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `ROUNDS` rounds of: start the clients `work` makes against the live
+/// server, kill it with SIGKILL a little later each round, collect what the
+/// clients were told was done, start the binary again on the same database.
+/// Returns the last server started and everything acknowledged.
+async fn kill_rounds<F>(d: &Deployment, first: Server, work: F) -> (Server, HashSet<String>)
+where
+    F: Fn(usize, &Server) -> Vec<tokio::task::JoinHandle<Vec<String>>>,
+{
+    let mut acknowledged = HashSet::new();
+    let mut live = first;
+    for round in 0..ROUNDS {
+        let clients = work(round, &live);
+        tokio::time::sleep(Duration::from_millis(450 + 150 * round as u64)).await;
+        live.kill();
+        for c in clients {
+            acknowledged.extend(c.await.expect("client"));
+        }
+        live = d.start().await;
+    }
+    (live, acknowledged)
 }
 
 /// One SMTP reply (its last line's code), or `None` if the connection ended.
@@ -229,41 +277,12 @@ async fn smtp_send(addr: SocketAddr, subject: &str) -> bool {
 async fn inbound_mail_acknowledged_before_a_kill_is_stored() {
     let d = Deployment::new().await;
     let server = d.start().await;
-    let (s, b) = d
-        .call(
-            &server,
-            "POST",
-            "/api/v1/domains",
-            Some(json!({"name": "ours.test"})),
-        )
-        .await;
-    assert!(s == 201 || s == 200, "{b}");
-    let id = b["id"].as_str().unwrap().to_string();
-    let (s, b) = d
-        .call(
-            &server,
-            "POST",
-            &format!("/api/v1/domains/{id}/verify"),
-            Some(json!({})),
-        )
-        .await;
-    assert_eq!(s, 200, "{b}");
-    let (s, b) = d
-        .call(
-            &server,
-            "POST",
-            "/api/v1/mailboxes",
-            Some(json!({"address": "inbox@ours.test"})),
-        )
-        .await;
-    assert!(s == 201 || s == 200, "{b}");
+    d.verified_domain(&server).await;
+    d.mailbox(&server).await;
 
-    let mut acknowledged = HashSet::new();
-    let mut server = Some(server);
-    for round in 0..ROUNDS {
-        let live = server.take().expect("a running server");
+    let (server, acknowledged) = kill_rounds(&d, server, |round, live| {
         let addr = live.smtp;
-        let clients: Vec<_> = (0..8)
+        (0..8)
             .map(|c| {
                 tokio::spawn(async move {
                     let mut acked = Vec::new();
@@ -278,15 +297,9 @@ async fn inbound_mail_acknowledged_before_a_kill_is_stored() {
                     acked
                 })
             })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(400 + 150 * round as u64)).await;
-        live.kill();
-        for c in clients {
-            acknowledged.extend(c.await.expect("client"));
-        }
-        server = Some(d.start().await);
-    }
-    let server = server.expect("server");
+            .collect()
+    })
+    .await;
     assert!(
         acknowledged.len() > ROUNDS * 4,
         "too few messages went in: {}",
@@ -364,25 +377,7 @@ async fn sends_answered_202_before_a_kill_are_recorded_and_their_webhooks_arrive
     let d = Deployment::new().await;
     let (receiver, url) = start_receiver(true).await;
     let server = d.start().await;
-    let (s, b) = d
-        .call(
-            &server,
-            "POST",
-            "/api/v1/domains",
-            Some(json!({"name": "ours.test"})),
-        )
-        .await;
-    assert!(s == 201 || s == 200, "{b}");
-    let id = b["id"].as_str().unwrap().to_string();
-    let (s, b) = d
-        .call(
-            &server,
-            "POST",
-            &format!("/api/v1/domains/{id}/verify"),
-            Some(json!({})),
-        )
-        .await;
-    assert_eq!(s, 200, "{b}");
+    d.verified_domain(&server).await;
     let (s, hook) = d
         .call(
             &server,
@@ -394,12 +389,9 @@ async fn sends_answered_202_before_a_kill_are_recorded_and_their_webhooks_arrive
     assert_eq!(s, 201, "{hook}");
 
     let d = Arc::new(d);
-    let mut accepted: HashSet<String> = HashSet::new();
-    let mut server = Some(server);
-    for round in 0..ROUNDS {
-        let live = server.take().expect("a running server");
+    let (server, accepted) = kill_rounds(&d, server, |round, live| {
         let base = format!("http://{}", live.http);
-        let clients: Vec<_> = (0..6)
+        (0..6)
             .map(|c| {
                 let d = d.clone();
                 let base = base.clone();
@@ -429,15 +421,9 @@ async fn sends_answered_202_before_a_kill_are_recorded_and_their_webhooks_arrive
                     ids
                 })
             })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(500 + 150 * round as u64)).await;
-        live.kill();
-        for c in clients {
-            accepted.extend(c.await.expect("client"));
-        }
-        server = Some(d.start().await);
-    }
-    let server = server.expect("server");
+            .collect()
+    })
+    .await;
     assert!(
         accepted.len() > ROUNDS * 4,
         "too few sends went in: {}",
@@ -518,34 +504,8 @@ async fn three_processes_share_sends_inbound_mail_webhooks_and_the_rate_limit() 
     let (receiver, url) = start_receiver(false).await;
     let servers = [d.start().await, d.start().await, d.start().await];
     let first = &servers[0];
-    let (s, b) = d
-        .call(
-            first,
-            "POST",
-            "/api/v1/domains",
-            Some(json!({"name": "ours.test"})),
-        )
-        .await;
-    assert_eq!(s, 201, "{b}");
-    let id = b["id"].as_str().unwrap().to_string();
-    let (s, b) = d
-        .call(
-            first,
-            "POST",
-            &format!("/api/v1/domains/{id}/verify"),
-            Some(json!({})),
-        )
-        .await;
-    assert_eq!(s, 200, "{b}");
-    let (s, b) = d
-        .call(
-            first,
-            "POST",
-            "/api/v1/mailboxes",
-            Some(json!({"address": "inbox@ours.test"})),
-        )
-        .await;
-    assert_eq!(s, 201, "{b}");
+    d.verified_domain(&first).await;
+    d.mailbox(&first).await;
     let (s, b) = d
         .call(
             first,
@@ -674,25 +634,7 @@ async fn connections_dropped_under_load_cost_retries_not_records() {
     }
     let d = Arc::new(Deployment::new().await);
     let server = d.start().await;
-    let (s, b) = d
-        .call(
-            &server,
-            "POST",
-            "/api/v1/domains",
-            Some(json!({"name": "ours.test"})),
-        )
-        .await;
-    assert_eq!(s, 201, "{b}");
-    let id = b["id"].as_str().unwrap().to_string();
-    let (s, b) = d
-        .call(
-            &server,
-            "POST",
-            &format!("/api/v1/domains/{id}/verify"),
-            Some(json!({})),
-        )
-        .await;
-    assert_eq!(s, 200, "{b}");
+    d.verified_domain(&server).await;
 
     let base = format!("http://{}", server.http);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
