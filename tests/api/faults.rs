@@ -504,8 +504,8 @@ async fn three_processes_share_sends_inbound_mail_webhooks_and_the_rate_limit() 
     let (receiver, url) = start_receiver(false).await;
     let servers = [d.start().await, d.start().await, d.start().await];
     let first = &servers[0];
-    d.verified_domain(&first).await;
-    d.mailbox(&first).await;
+    d.verified_domain(first).await;
+    d.mailbox(first).await;
     let (s, b) = d
         .call(
             first,
