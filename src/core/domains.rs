@@ -10,6 +10,7 @@ use crate::dns::Dns;
 use crate::ids;
 use crate::model::Timestamp;
 use crate::model::domains::{self as model, DnsRecordPurpose, DnsRecordType, DomainStatus};
+use crate::model::webhooks::EventName;
 use crate::provider::{IdentityInfo, Provider, ProviderError};
 use crate::sql;
 use crate::store::{Db, RowExt, Sql, is_unique_violation};
@@ -484,15 +485,14 @@ pub async fn verify(
     .await?;
     if next.status != current.status {
         let event = match next.status {
-            DomainStatus::Verified => Some("domain.verified"),
-            DomainStatus::Failed => Some("domain.failed"),
+            DomainStatus::Verified => Some(EventName::DomainVerified),
+            DomainStatus::Failed => Some(EventName::DomainFailed),
             _ => None,
         };
         if let Some(event) = event {
             let data = model::DomainEventData {
                 domain: next.to_wire(),
             };
-            let data = serde_json::to_value(data).map_err(anyhow::Error::from)?;
             events::emit(&mut tx, event, None, data).await?;
         }
     }

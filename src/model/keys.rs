@@ -74,6 +74,14 @@ impl fmt::Display for Scope {
     }
 }
 
+/// What `keys revoke` prints.
+#[derive(Debug, Serialize)]
+pub struct KeyRevoked {
+    pub id: String,
+    /// Always true.
+    pub revoked: bool,
+}
+
 /// How a key's reach is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

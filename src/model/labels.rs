@@ -21,7 +21,7 @@ pub struct Label {
 }
 
 /// A label as embedded in a thread.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct LabelRef {
     pub object: LabelObject,
     /// `lbl_` prefix.

@@ -23,7 +23,7 @@ pub struct Participant {
 }
 
 /// A conversation.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Thread {
     pub object: ThreadObject,
     /// `thr_` prefix.

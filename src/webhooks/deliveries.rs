@@ -2,13 +2,15 @@
 //! see), and the synchronous sends: ping and replay.
 
 use axum::body::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::auth::Reach;
 use crate::clock;
 use crate::core::error::{CoreError, CoreResult};
 use crate::core::paging::{CursorSigner, Page};
 use crate::ids;
+use crate::ids::WebhookId;
+use crate::model::events::{EventEnvelope, WebhookTestData};
 use crate::model::webhooks::{self as model, EventName};
 use crate::model::{List, Timestamp};
 use crate::sql;
@@ -230,16 +232,17 @@ pub async fn ping(
         .ok_or(CoreError::NotFound("webhook"))?;
     let id = ids::new_id("whd");
     let now = clock::now_micros();
-    let payload = json!({
-        "type": "webhook.test",
-        "created_at": clock::iso(now),
-        "data": {
-            "webhook_id": w.id,
-            "url": w.url,
-            "occurred_at": clock::iso(now),
+    let payload = EventEnvelope {
+        kind: EventName::WebhookTest,
+        created_at: Timestamp(now),
+        data: WebhookTestData {
+            webhook_id: WebhookId::from_stored(w.id.clone()),
+            url: w.url.clone(),
+            occurred_at: Timestamp(now),
         },
-    });
-    let body = queue::envelope_body(&id, &payload.to_string());
+    };
+    let payload = serde_json::to_string(&payload).map_err(anyhow::Error::from)?;
+    let body = queue::envelope_body(&id, &payload);
     let out = Outgoing {
         envelope_id: id.clone(),
         event: "webhook.test".into(),
