@@ -7,9 +7,9 @@
 //! over, so each `data` is a type here rather than assembled as a value.
 
 use serde::Serialize;
+use utoipa::ToSchema;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::{Ref, RefOr};
-use utoipa::{PartialSchema, ToSchema};
 
 use super::Timestamp;
 use super::domains::DomainEventData;
@@ -36,12 +36,15 @@ pub struct EmailEventData {
     pub occurred_at: Timestamp,
     /// `email.sent` only: when the provider accepted it.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub sent_at: Option<Timestamp>,
     /// Provider events: the recipients the event concerns, when it names any.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub recipients: Option<Vec<String>>,
     /// Provider events: diagnostic detail (a bounce's SMTP line), when given.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub detail: Option<String>,
 }
 
@@ -108,6 +111,7 @@ pub fn data_schemas() -> Vec<(String, RefOr<Schema>)> {
     add::<WebhookTestData>(&mut out);
     add::<DeliveryId>(&mut out);
     add::<WebhookId>(&mut out);
+    add::<Timestamp>(&mut out);
     out
 }
 
@@ -127,7 +131,7 @@ pub fn body_schema(name: EventName) -> Schema {
                 .schema_type(Type::String)
                 .enum_values(Some([name.as_str()])),
         )
-        .property("created_at", Timestamp::schema())
+        .property("created_at", Ref::from_schema_name(Timestamp::name()))
         .property("data", Ref::from_schema_name(data_schema_name(name)))
         .required("id")
         .required("type")

@@ -4,7 +4,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app};
+use pigeonhole::model::webhooks::EventName;
+
+use crate::helpers::{TestApp, eventually, spawn_app};
+use crate::receiver::{Receiver, create_webhook};
 
 /// Every (method, path) routed in `src/api/mod.rs`, in OpenAPI template form.
 /// Add a row here with every new route: the test then fails until the route
@@ -484,5 +487,203 @@ async fn id_patterns_match_the_id_alphabet() {
     for p in ids {
         let prefix = p.trim_start_matches('^').split('_').next().unwrap();
         assert_eq!(*p, pigeonhole::ids::pattern(prefix), "id pattern {p}");
+    }
+}
+
+/// Every event name has its entry under `webhooks`: a POST signed with the
+/// three Standard Webhooks headers, its body the event's schema (`type`
+/// that very name), every schema it names present in the document.
+#[tokio::test]
+async fn every_event_name_has_its_webhook() {
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    let hooks = doc["webhooks"].as_object().expect("webhooks is an object");
+    assert_eq!(hooks.len(), EventName::ALL.len(), "{:?}", hooks.keys());
+    for event in EventName::ALL {
+        let name = event.as_str();
+        let post = &hooks
+            .get(name)
+            .unwrap_or_else(|| panic!("no webhook entry for {name}"))["post"];
+        assert_eq!(post["security"], json!([]), "{name}");
+        let headers: Vec<&str> = post["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .filter(|p| p["in"] == "header" && p["required"] == true)
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(
+            headers,
+            ["webhook-id", "webhook-timestamp", "webhook-signature"],
+            "{name}"
+        );
+        let body = resolve(
+            &doc,
+            &post["requestBody"]["content"]["application/json"]["schema"],
+        );
+        assert_eq!(body["properties"]["type"]["enum"], json!([name]));
+        assert_eq!(
+            body["required"],
+            json!(["id", "type", "created_at", "data"]),
+            "{name}"
+        );
+        assert!(resolve(&doc, &body["properties"]["data"])["properties"].is_object());
+        assert!(post["responses"]["2XX"].is_object(), "{name}");
+    }
+    // Every reference anywhere in the document resolves.
+    fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r);
+                }
+                m.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    for r in all {
+        let pointer = r.strip_prefix('#').expect("a local $ref");
+        assert!(doc.pointer(pointer).is_some(), "unresolved {r}");
+    }
+}
+
+/// Whether `v` is valid against `schema`, as far as the document's schemas
+/// go (types, properties, items, enums, `anyOf`/`oneOf`/`allOf`); an object
+/// key the schema does not name counts as a problem too, so that the
+/// document describes every field a receiver gets.
+fn conforms(doc: &Value, schema: &Value, v: &Value, at: &str, problems: &mut Vec<String>) {
+    let schema = resolve(doc, schema);
+    for (key, alternatives) in [("anyOf", true), ("oneOf", true), ("allOf", false)] {
+        if let Some(items) = schema[key].as_array() {
+            let results: Vec<Vec<String>> = items
+                .iter()
+                .map(|s| {
+                    let mut p = Vec::new();
+                    conforms(doc, s, v, at, &mut p);
+                    p
+                })
+                .collect();
+            let ok = if alternatives {
+                results.iter().any(Vec::is_empty)
+            } else {
+                results.iter().all(Vec::is_empty)
+            };
+            if !ok {
+                problems.push(format!("{at}: fails {key}: {results:?}"));
+            }
+        }
+    }
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => vec![],
+    };
+    if !types.is_empty()
+        && !types.contains(&kind)
+        && !(kind == "integer" && types.contains(&"number"))
+    {
+        problems.push(format!("{at}: {kind}, documented {types:?}"));
+        return;
+    }
+    if let Some(values) = schema["enum"].as_array()
+        && !values.contains(v)
+    {
+        problems.push(format!("{at}: {v} not in {values:?}"));
+    }
+    if let Value::Object(m) = v {
+        let props = schema["properties"].as_object();
+        for r in schema["required"].as_array().into_iter().flatten() {
+            if let Some(r) = r.as_str()
+                && !m.contains_key(r)
+            {
+                problems.push(format!("{at}: required {r} missing"));
+            }
+        }
+        if let Some(props) = props {
+            for (k, x) in m {
+                match props.get(k) {
+                    Some(s) => conforms(doc, s, x, &format!("{at}.{k}"), problems),
+                    None => problems.push(format!("{at}: {k} is not documented")),
+                }
+            }
+        }
+    }
+    if let (Value::Array(xs), Some(items)) = (v, schema.get("items")) {
+        for (i, x) in xs.iter().enumerate() {
+            conforms(doc, items, x, &format!("{at}[{i}]"), problems);
+        }
+    }
+}
+
+/// What receivers get is what the document says they get: the bodies of
+/// `domain.verified`, `email.sent`, `email.delivered`, `thread.updated` and
+/// `webhook.test`, as delivered, against their `webhooks` entries.
+#[tokio::test]
+async fn delivered_bodies_match_their_documented_schemas() {
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    let rx = Receiver::start().await;
+    let w = create_webhook(&app, &rx.url("/r"), json!({})).await;
+    app.verified_domain("example.com").await;
+    let sent = app
+        .post(
+            "/api/v1/emails",
+            json!({"from": "Ann <ann@example.com>", "to": "success@simulator.amazonses.com", "subject": "Hi", "text": "Hello"}),
+        )
+        .await;
+    assert_eq!(sent.status, 202, "{}", sent.text);
+    let thread = sent.body["thread_id"].as_str().expect("thread_id");
+    let r = app
+        .patch(
+            &format!("/api/v1/threads/{thread}"),
+            json!({"is_starred": true}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = app
+        .post(
+            &format!("/api/v1/webhooks/{}/ping", w["id"].as_str().unwrap()),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let wanted = [
+        "domain.verified",
+        "email.sent",
+        "email.delivered",
+        "thread.updated",
+        "webhook.test",
+    ];
+    let got = eventually("every event delivered", || async {
+        let got = rx.requests();
+        let types: Vec<&str> = got.iter().filter_map(|c| c.json["type"].as_str()).collect();
+        wanted
+            .iter()
+            .all(|t| types.contains(t))
+            .then_some(got.clone())
+    })
+    .await;
+    for c in got {
+        let name = c.json["type"].as_str().expect("type").to_string();
+        let schema =
+            &doc["webhooks"][&name]["post"]["requestBody"]["content"]["application/json"]["schema"];
+        assert!(schema.is_object(), "{name} is not documented");
+        let mut problems = Vec::new();
+        conforms(&doc, schema, &c.json, &name, &mut problems);
+        assert!(problems.is_empty(), "{name}: {problems:#?}\n{}", c.body);
+        assert_eq!(c.header("webhook-id"), c.json["id"], "{name}");
     }
 }
