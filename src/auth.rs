@@ -195,7 +195,7 @@ impl ApiKey {
     pub fn to_wire(&self) -> model::ApiKey {
         model::ApiKey {
             object: model::ApiKeyObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             name: self.name.clone(),
             scopes: self.scopes.clone(),
             reach: self.reach.to_wire(),

@@ -122,7 +122,7 @@ impl Domain {
     pub fn to_wire(&self) -> model::Domain {
         model::Domain {
             object: model::DomainObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             name: self.name.clone(),
             region: self.region.clone(),
             status: self.status,
@@ -146,7 +146,7 @@ impl Domain {
     pub fn deleted(&self, deleted_in_provider: bool) -> model::DomainDeleted {
         model::DomainDeleted {
             object: model::DomainObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             name: self.name.clone(),
             deleted: true,
             deleted_in_provider,

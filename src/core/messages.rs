@@ -106,11 +106,11 @@ impl Message {
     pub fn summary(&self) -> model::Message {
         model::Message {
             object: model::MessageObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             message_id: self.message_id.clone(),
             provider_message_id: self.provider_message_id.clone(),
-            thread_id: self.thread_id.clone(),
-            mailbox_id: self.mailbox_id.clone(),
+            thread_id: crate::ids::Id::from_stored(self.thread_id.clone()),
+            mailbox_id: crate::ids::Id::from_stored(self.mailbox_id.clone()),
             direction: if self.direction == Direction::Inbound.as_str() {
                 Direction::Inbound
             } else {
@@ -133,7 +133,7 @@ impl Message {
             has_attachments: self.has_attachments,
             in_reply_to: self.in_reply_to.clone(),
             references: self.references.clone(),
-            api_key_id: self.api_key_id.clone(),
+            api_key_id: self.api_key_id.clone().map(crate::ids::Id::from_stored),
             created_at: Timestamp(self.created_at),
             sent_at: Timestamp::opt(self.sent_at),
             received_at: Timestamp::opt(self.received_at),
@@ -156,7 +156,7 @@ impl Attachment {
     pub fn to_wire(&self) -> model::Attachment {
         model::Attachment {
             object: model::AttachmentObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             filename: self.filename.clone(),
             content_type: self.content_type.clone(),
             size: self.size,

@@ -368,7 +368,7 @@ pub fn validate(body: SendRequest) -> Result<SendInput, CoreError> {
         text: body.text,
         html: body.html,
         headers,
-        thread_id: body.thread_id,
+        thread_id: body.thread_id.map(String::from),
         in_reply_to,
         references,
         attachments,
@@ -403,10 +403,10 @@ impl SendOutcome {
     pub fn to_wire(&self) -> SendResult {
         let m = &self.message;
         SendResult {
-            id: m.id.clone(),
+            id: crate::ids::Id::from_stored(m.id.clone()),
             message_id: m.message_id.clone(),
             provider_message_id: m.provider_message_id.clone(),
-            thread_id: m.thread_id.clone(),
+            thread_id: crate::ids::Id::from_stored(m.thread_id.clone()),
             from: m.from_address.clone(),
             to: m.to.clone(),
             subject: m.subject.clone(),

@@ -67,9 +67,9 @@ impl Thread {
     pub fn to_wire(&self, labels: &[Label]) -> model::Thread {
         model::Thread {
             object: model::ThreadObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             mailbox: self.mailbox.clone(),
-            mailbox_id: self.mailbox_id.clone(),
+            mailbox_id: crate::ids::Id::from_stored(self.mailbox_id.clone()),
             subject: self.subject.clone(),
             snippet: self.snippet.clone(),
             folders: self
@@ -438,7 +438,7 @@ pub async fn delete(
     tx.commit().await?;
     Ok(model::ThreadDeleted {
         object: model::ThreadObject,
-        id: t.id,
+        id: crate::ids::Id::from_stored(t.id),
         deleted: true,
         permanent: for_good,
     })

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::messages::Message;
+use crate::ids::ThreadId;
 
 crate::object_tag!(DraftObject, "draft");
 
@@ -43,8 +44,7 @@ pub struct DraftCreate {
     #[schema(value_type = String, required = true, format = Email)]
     pub from: Option<String>,
     /// Put the draft in this thread of that mailbox (`thr_` id).
-    #[schema(pattern = "^thr_[0-9a-hjkmnp-tv-z]+$")]
-    pub thread_id: Option<String>,
+    pub thread_id: Option<ThreadId>,
     /// OneOrMany.
     pub to: Option<OneOrMany>,
     /// Copy recipients.

@@ -150,11 +150,11 @@ mod tests {
     fn message() -> Message {
         Message {
             object: MessageObject,
-            id: "msg_1".into(),
+            id: crate::ids::Id::from_stored("msg_1".into()),
             message_id: "<a@b>".into(),
             provider_message_id: Some("p-1".into()),
-            thread_id: "thr_1".into(),
-            mailbox_id: "mbx_1".into(),
+            thread_id: crate::ids::Id::from_stored("thr_1".into()),
+            mailbox_id: crate::ids::Id::from_stored("mbx_1".into()),
             direction: Direction::Outbound,
             from: "a@x.com".into(),
             from_name: None,
@@ -173,7 +173,7 @@ mod tests {
             has_attachments: false,
             in_reply_to: None,
             references: None,
-            api_key_id: Some("key_1".into()),
+            api_key_id: Some(crate::ids::Id::from_stored("key_1".into())),
             created_at: Timestamp(1_795_000_000_000_000),
             sent_at: Some(Timestamp(1_795_000_000_000_001)),
             received_at: None,
@@ -254,9 +254,9 @@ mod tests {
     fn thread_event_data_is_thread_then_occurred_at() {
         let thread = Thread {
             object: crate::model::threads::ThreadObject,
-            id: "thr_1".into(),
+            id: crate::ids::Id::from_stored("thr_1".into()),
             mailbox: "a@x.com".into(),
-            mailbox_id: "mbx_1".into(),
+            mailbox_id: crate::ids::Id::from_stored("mbx_1".into()),
             subject: "Hi".into(),
             snippet: "".into(),
             folders: vec![crate::model::messages::Folder::Inbox],

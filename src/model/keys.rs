@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Timestamp;
+use crate::ids::KeyId;
 
 crate::object_tag!(ApiKeyObject, "api_key");
 
@@ -104,7 +105,7 @@ pub struct KeyReach {
 pub struct ApiKey {
     pub object: ApiKeyObject,
     /// `key_` prefix.
-    pub id: String,
+    pub id: KeyId,
     /// Given at creation.
     pub name: String,
     pub scopes: Vec<Scope>,

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Timestamp;
+use crate::ids::LabelId;
 
 crate::object_tag!(LabelObject, "label");
 
@@ -12,7 +13,7 @@ crate::object_tag!(LabelObject, "label");
 pub struct Label {
     pub object: LabelObject,
     /// `lbl_` prefix.
-    pub id: String,
+    pub id: LabelId,
     /// Unique, case-insensitively.
     pub name: String,
     /// `#rrggbb`.
@@ -25,7 +26,7 @@ pub struct Label {
 pub struct LabelRef {
     pub object: LabelObject,
     /// `lbl_` prefix.
-    pub id: String,
+    pub id: LabelId,
     pub name: String,
 }
 

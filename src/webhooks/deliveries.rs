@@ -68,9 +68,9 @@ impl Delivery {
         })?;
         Ok(model::WebhookDelivery {
             object: model::WebhookDeliveryObject,
-            id: self.id.clone(),
-            envelope_id: self.envelope_id.clone(),
-            webhook_id: self.webhook_id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
+            envelope_id: crate::ids::Id::from_stored(self.envelope_id.clone()),
+            webhook_id: crate::ids::Id::from_stored(self.webhook_id.clone()),
             event,
             payload,
             attempt: self.attempt,
@@ -157,7 +157,7 @@ impl SyncResult {
     pub fn to_wire(&self) -> model::WebhookPing {
         model::WebhookPing {
             object: model::WebhookPingObject,
-            webhook_id: self.webhook_id.clone(),
+            webhook_id: crate::ids::Id::from_stored(self.webhook_id.clone()),
             succeeded: self.result.succeeded,
             status_code: self.result.status.map(i64::from).unwrap_or(0),
             duration_ms: self.result.duration_ms,
