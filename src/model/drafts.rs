@@ -8,6 +8,11 @@ use crate::ids::ThreadId;
 
 crate::object_tag!(DraftObject, "draft");
 
+/// A draft is a message: its id is a message id.
+impl super::envelope::Deletable for DraftObject {
+    type Kind = crate::ids::MessageKind;
+}
+
 /// An unsent message (`is_draft` true, `status` draft) with its bodies.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Draft {

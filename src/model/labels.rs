@@ -8,6 +8,10 @@ use crate::ids::LabelId;
 
 crate::object_tag!(LabelObject, "label");
 
+impl super::envelope::Deletable for LabelObject {
+    type Kind = crate::ids::LabelKind;
+}
+
 /// A name with a colour that threads can carry.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Label {

@@ -728,6 +728,8 @@ async fn ids_in_replies_and_bodies_are_the_id_schemas() {
         ("SendRequest", "thread_id", "ThreadId"),
         ("DraftCreate", "thread_id", "ThreadId"),
         ("WebhookTestData", "webhook_id", "WebhookId"),
+        ("Deleted_LabelObject", "id", "LabelId"),
+        ("Deleted_DraftObject", "id", "MessageId"),
     ] {
         // A flattened type's own fields are in one of its `allOf` parts.
         let parts = std::iter::once(&schemas[schema])
