@@ -164,8 +164,13 @@ async fn emit_range(
         let end = (n + per_tx).min(to);
         let mut tx = state.db.begin().await?;
         for i in n..end {
-            pigeonhole::core::events::emit(&mut tx, "email.delivered", None, json!({"n": i}))
-                .await?;
+            pigeonhole::core::events::emit(
+                &mut tx,
+                pigeonhole::model::webhooks::EventName::EmailDelivered,
+                None,
+                json!({"n": i}),
+            )
+            .await?;
         }
         tx.commit().await?;
         let at = Instant::now();

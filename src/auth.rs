@@ -1,7 +1,6 @@
 //! API keys: scopes, reach, hashing, and the lookup that authenticates a call.
 
 use serde::Serialize;
-use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -45,6 +44,18 @@ impl Reach {
             Reach::Account => "account",
             Reach::Domains(_) => "domains",
             Reach::Addresses(_) => "addresses",
+        }
+    }
+
+    /// The reach on the wire: `{kind, values}`.
+    pub fn to_wire(&self) -> model::KeyReach {
+        model::KeyReach {
+            kind: match self {
+                Reach::Account => model::ReachKind::Account,
+                Reach::Domains(_) => model::ReachKind::Domains,
+                Reach::Addresses(_) => model::ReachKind::Addresses,
+            },
+            values: self.values().to_vec(),
         }
     }
 
@@ -184,17 +195,10 @@ impl ApiKey {
     pub fn to_wire(&self) -> model::ApiKey {
         model::ApiKey {
             object: model::ApiKeyObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             name: self.name.clone(),
             scopes: self.scopes.clone(),
-            reach: model::KeyReach {
-                kind: match self.reach {
-                    Reach::Account => model::ReachKind::Account,
-                    Reach::Domains(_) => model::ReachKind::Domains,
-                    Reach::Addresses(_) => model::ReachKind::Addresses,
-                },
-                values: self.reach.values().to_vec(),
-            },
+            reach: self.reach.to_wire(),
             rate_limit: self.rate_limit,
             created_at: Timestamp(self.created_at),
             revoked_at: Timestamp::opt(self.revoked_at),
@@ -209,7 +213,7 @@ pub struct CreatedKey {
     pub key: String,
     pub name: String,
     pub scopes: Vec<&'static str>,
-    pub reach: serde_json::Value,
+    pub reach: model::KeyReach,
     pub rate_limit: Option<u32>,
 }
 
@@ -325,7 +329,7 @@ pub async fn create_key(db: &Db, new: NewKey) -> Result<CreatedKey, sqlx::Error>
         key: secret,
         name: new.name,
         scopes,
-        reach: json!({"kind": new.reach.kind(), "values": new.reach.values()}),
+        reach: new.reach.to_wire(),
         rate_limit: new.rate_limit,
     })
 }
@@ -413,6 +417,29 @@ pub async fn authenticate(db: &Db, presented: &str) -> Result<Option<ApiKey>, sq
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `keys create` prints the reach as the `json!` that built it did.
+    #[test]
+    fn a_created_key_prints_its_reach_as_kind_then_values() {
+        let reach = Reach::Domains(vec!["a.com".into()]);
+        let created = CreatedKey {
+            id: "key_1".into(),
+            key: "ph_1_s".into(),
+            name: "n".into(),
+            scopes: vec!["emails:send"],
+            reach: reach.to_wire(),
+            rate_limit: None,
+        };
+        let before = serde_json::json!({
+            "id": "key_1", "key": "ph_1_s", "name": "n", "scopes": ["emails:send"],
+            "reach": {"kind": reach.kind(), "values": reach.values()}, "rate_limit": null,
+        });
+        assert_eq!(serde_json::to_string(&created).unwrap(), before.to_string());
+        assert_eq!(
+            serde_json::to_value(Reach::Account.to_wire()).unwrap(),
+            serde_json::json!({"kind": "account", "values": []})
+        );
+    }
 
     #[test]
     fn domain_reach_covers_subdomains_but_not_lookalikes() {

@@ -201,7 +201,7 @@ impl ApiError {
                 provider_message_id,
                 ..
             }) => {
-                body.id = Some(id.clone());
+                body.id = Some(crate::ids::Id::from_stored(id.clone()));
                 body.provider_message_id = Some(provider_message_id.clone());
             }
             ApiError::Internal(_) | ApiError::Rule(CoreError::Internal(_)) => {

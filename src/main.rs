@@ -242,7 +242,8 @@ async fn keys(config: Config, command: KeysCommand) -> ExitCode {
         },
         KeysCommand::Revoke { id } => match auth::revoke_key(&db, &id).await {
             Ok(true) => {
-                println!("{}", serde_json::json!({"id": id, "revoked": true}));
+                let out = pigeonhole::model::keys::KeyRevoked { id, revoked: true };
+                println!("{}", serde_json::to_string(&out).unwrap_or_default());
                 ExitCode::SUCCESS
             }
             Ok(false) => fail(format!("no key {id}")),

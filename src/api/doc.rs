@@ -17,7 +17,10 @@
 //!   body keeps it);
 //! - every keyed reply carries the `X-RateLimit-*` headers, and the success
 //!   replies of an operation taking `Idempotency-Key` carry
-//!   `Idempotency-Replayed`.
+//!   `Idempotency-Replayed`;
+//! - `webhooks` holds one entry per event name: the signed POST a receiver
+//!   gets, its body the event's schema from `model::events` (utoipa 5 has no
+//!   webhooks of its own, so they are added here).
 
 use std::sync::OnceLock;
 
@@ -27,8 +30,10 @@ use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
 use crate::model::error::ErrorBody;
+use crate::model::events as payloads;
 use crate::model::keys::Scope;
 use crate::model::ops::OpenApiDocument;
+use crate::model::webhooks::EventName;
 
 const PREFIX: &str = "/api/v1";
 const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "head", "options"];
@@ -125,7 +130,82 @@ fn render(public: &utoipa::openapi::OpenApi, keyed: &utoipa::openapi::OpenApi) -
     }
     free_text_without_nul(&mut doc);
     doc["tags"] = tags(&doc);
+    doc["webhooks"] = webhooks(&mut doc);
     doc
+}
+
+/// The schema name of the body a receiver gets for `event`
+/// (`EmailSentEvent`).
+pub fn event_schema_name(event: EventName) -> String {
+    format!("{event:?}Event")
+}
+
+/// One entry per event name, the schemas they use added to
+/// `components/schemas`.
+fn webhooks(doc: &mut Value) -> Value {
+    for (name, schema) in payloads::data_schemas() {
+        let slot = &mut doc["components"]["schemas"][&name];
+        if slot.is_null() {
+            *slot = serde_json::to_value(schema).unwrap_or_default();
+        }
+    }
+    let delivery_id = json!({ "$ref": format!("#/components/schemas/{}", <crate::ids::DeliveryId as utoipa::ToSchema>::name()) });
+    let mut out = Map::new();
+    for event in EventName::ALL {
+        let schema_name = event_schema_name(event);
+        doc["components"]["schemas"][&schema_name] =
+            serde_json::to_value(payloads::body_schema(event)).unwrap_or_default();
+        let name = event.as_str();
+        out.insert(
+            name.to_string(),
+            json!({ "post": {
+                "operationId": format!("on{event:?}"),
+                "summary": format!("The `{name}` event"),
+                "description": format!(
+                    "Posted to every enabled endpoint subscribed to `{name}` (or `*`), signed as \
+                     Standard Webhooks. Retried after `PIGEONHOLE_WEBHOOK_RETRY_DELAYS` until a \
+                     2xx reply; each attempt is in `/api/v1/webhook-deliveries`."
+                ),
+                "security": [],
+                "parameters": [
+                    {
+                        "name": "webhook-id",
+                        "in": "header",
+                        "required": true,
+                        "description": "The delivery id: the body's `id`, the same across retries and replays.",
+                        "schema": delivery_id,
+                    },
+                    {
+                        "name": "webhook-timestamp",
+                        "in": "header",
+                        "required": true,
+                        "description": "When this attempt was signed, in Unix seconds.",
+                        "schema": { "type": "string", "pattern": "^[0-9]+$" },
+                    },
+                    {
+                        "name": "webhook-signature",
+                        "in": "header",
+                        "required": true,
+                        "description": "`v1,` + base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, \
+                            keyed with the endpoint secret's bytes (the base64 after `whsec_`). \
+                            Space-separated when there are several.",
+                        "schema": { "type": "string", "pattern": "^v1,[A-Za-z0-9+/]+=*( v1,[A-Za-z0-9+/]+=*)*$" },
+                    },
+                ],
+                "requestBody": {
+                    "required": true,
+                    "content": { "application/json": {
+                        "schema": { "$ref": format!("#/components/schemas/{schema_name}") },
+                    } },
+                },
+                "responses": {
+                    "2XX": { "description": "Received. Any other status, or none within \
+                        `PIGEONHOLE_WEBHOOK_TIMEOUT`, fails the attempt." },
+                },
+            } }),
+        );
+    }
+    Value::Object(out)
 }
 
 fn to_value(doc: &utoipa::openapi::OpenApi) -> Value {

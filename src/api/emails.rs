@@ -329,8 +329,8 @@ pub async fn batch(
                         results.push(BatchItem {
                             index,
                             ok: true,
-                            id: Some(o.message.id),
-                            thread_id: Some(o.message.thread_id),
+                            id: Some(crate::ids::Id::from_stored(o.message.id)),
+                            thread_id: Some(crate::ids::Id::from_stored(o.message.thread_id)),
                             error: None,
                             status: None,
                         });

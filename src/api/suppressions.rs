@@ -84,7 +84,7 @@ pub async fn remove(
     let removed = suppressions::remove(&s.db, &key.reach, &id).await?;
     Ok(Json(SuppressionDeleted {
         object: SuppressionObject,
-        id: removed.id,
+        id: crate::ids::Id::from_stored(removed.id),
         address: removed.address,
         deleted: true,
     }))

@@ -149,7 +149,7 @@ pub async fn delete(
     let w = endpoints::delete(&s.db, &key, &id).await?;
     Ok(Json(WebhookDeleted::Deleted(WebhookRemoved {
         object: WebhookObject,
-        id: w.id,
+        id: crate::ids::Id::from_stored(w.id),
         deleted: true,
     })))
 }
@@ -208,7 +208,7 @@ pub async fn replay(
     let r = deliveries::replay(&s.db, &s.webhooks, &key.reach, &id).await?;
     let reply = WebhookReplay {
         ping: r.to_wire(),
-        delivery_id: r.delivery_id.clone(),
+        delivery_id: r.delivery_id.clone().map(crate::ids::Id::from_stored),
     };
     Ok((sync_status(&r), Json(reply)))
 }

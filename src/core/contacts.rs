@@ -50,16 +50,16 @@ pub async fn list(
         .map(|r| {
             let c = Contact {
                 object: ContactObject,
-                id: r.text("id")?,
+                id: crate::ids::Id::from_stored(r.text("id")?),
                 address: r.text("address")?,
                 name: r.opt_text("name")?,
                 mailbox: r.text("mailbox")?,
-                mailbox_id: r.text("mailbox_id")?,
+                mailbox_id: crate::ids::Id::from_stored(r.text("mailbox_id")?),
                 message_count: r.int("message_count")?,
                 first_seen_at: Timestamp(r.int("first_seen_at")?),
                 last_seen_at: Timestamp(r.int("last_seen_at")?),
             };
-            Ok((r.int(order_col)?, c.id.clone(), c))
+            Ok((r.int(order_col)?, c.id.to_string(), c))
         })
         .collect()
 }

@@ -10,6 +10,7 @@ use crate::dns::Dns;
 use crate::ids;
 use crate::model::Timestamp;
 use crate::model::domains::{self as model, DnsRecordPurpose, DnsRecordType, DomainStatus};
+use crate::model::webhooks::EventName;
 use crate::provider::{IdentityInfo, Provider, ProviderError};
 use crate::sql;
 use crate::store::{Db, RowExt, Sql, is_unique_violation};
@@ -121,7 +122,7 @@ impl Domain {
     pub fn to_wire(&self) -> model::Domain {
         model::Domain {
             object: model::DomainObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             name: self.name.clone(),
             region: self.region.clone(),
             status: self.status,
@@ -145,7 +146,7 @@ impl Domain {
     pub fn deleted(&self, deleted_in_provider: bool) -> model::DomainDeleted {
         model::DomainDeleted {
             object: model::DomainObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             name: self.name.clone(),
             deleted: true,
             deleted_in_provider,
@@ -484,15 +485,14 @@ pub async fn verify(
     .await?;
     if next.status != current.status {
         let event = match next.status {
-            DomainStatus::Verified => Some("domain.verified"),
-            DomainStatus::Failed => Some("domain.failed"),
+            DomainStatus::Verified => Some(EventName::DomainVerified),
+            DomainStatus::Failed => Some(EventName::DomainFailed),
             _ => None,
         };
         if let Some(event) = event {
             let data = model::DomainEventData {
                 domain: next.to_wire(),
             };
-            let data = serde_json::to_value(data).map_err(anyhow::Error::from)?;
             events::emit(&mut tx, event, None, data).await?;
         }
     }

@@ -1,10 +1,12 @@
 //! The event outbox. Every state change writes its events here, in the same
 //! transaction as the change; webhook delivery reads only this table.
 
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use crate::clock;
 use crate::ids;
+use crate::model::Timestamp;
+use crate::model::events::EventEnvelope;
 use crate::model::webhooks::EventName;
 use crate::sql;
 use crate::store::{Sql, Tx};
@@ -25,30 +27,41 @@ const EVENT_NAMES: [&str; EventName::ALL.len()] = {
 
 /// Writes one event into the outbox within `tx`. `mailbox_id` lets webhooks
 /// restricted to a mailbox match it. Returns the event id.
-pub async fn emit(
+pub async fn emit<T: Serialize>(
     tx: &mut Tx,
-    event_type: &str,
+    event: EventName,
     mailbox_id: Option<&str>,
-    data: Value,
+    data: T,
 ) -> Result<String, sqlx::Error> {
-    let (id, insert) = emit_statement(event_type, mailbox_id, data);
+    let (id, insert) = emit_statement(event, mailbox_id, data)?;
     insert.execute_tx(tx).await?;
     Ok(id)
 }
 
 /// The event id and the INSERT that writes the event, for callers that
 /// batch their statements (it must run in the business transaction).
-pub fn emit_statement(event_type: &str, mailbox_id: Option<&str>, data: Value) -> (String, Sql) {
+pub fn emit_statement<T: Serialize>(
+    event: EventName,
+    mailbox_id: Option<&str>,
+    data: T,
+) -> Result<(String, Sql), sqlx::Error> {
     let id = ids::new_id("evt");
     let now = clock::now_micros();
-    let payload = json!({ "type": event_type, "created_at": clock::iso(now), "data": data });
+    let payload = EventEnvelope {
+        kind: event,
+        created_at: Timestamp(now),
+        data,
+    };
+    // Only a payload type that cannot be written as JSON fails here: the
+    // change it belongs to is then not made either.
+    let payload = serde_json::to_string(&payload).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     let insert = sql!(
         "INSERT INTO events (id, type, mailbox_id, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
         &id,
-        event_type,
+        event.as_str(),
         mailbox_id,
-        payload.to_string(),
+        payload,
         now
     );
-    (id, insert)
+    Ok((id, insert))
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use mail_parser::{Address, HeaderValue, MessageParser, MessagePart, MimeHeaders, PartType};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::auth::address_domain;
@@ -28,7 +28,10 @@ use crate::core::threads::{self, ThreadContribution};
 use crate::core::validate;
 use crate::ids;
 use crate::mime::compose;
+use crate::model::Timestamp;
+use crate::model::events::MailReceivedData;
 use crate::model::messages::MessageStatus;
+use crate::model::webhooks::EventName;
 use crate::sql;
 use crate::store::{Backend, Db, RowExt, SharedText, Sql, Tx, is_unique_violation, share_within};
 
@@ -401,9 +404,12 @@ async fn store(
         touch_contacts(tx, &mb, p, now).await?;
         events::emit(
             tx,
-            "mail.received",
+            EventName::MailReceived,
             Some(&mb.id),
-            json!({ "email": message.summary_json(), "received_at": clock::iso(now) }),
+            MailReceivedData {
+                email: message.summary(),
+                received_at: Timestamp(now),
+            },
         )
         .await?;
         out.push(StoredInbound {
@@ -957,6 +963,8 @@ fn parse_mime(raw: &Bytes) -> Option<Parsed> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     const PLAIN: &str = "From: \"Ann Example\" <Ann@Example.org>\r\n\

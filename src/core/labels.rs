@@ -31,7 +31,7 @@ impl Label {
     pub fn to_wire(&self) -> model::Label {
         model::Label {
             object: model::LabelObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             name: self.name.clone(),
             color: self.color.clone(),
             created_at: Timestamp(self.created_at),
@@ -42,7 +42,7 @@ impl Label {
     pub fn embedded(&self) -> model::LabelRef {
         model::LabelRef {
             object: model::LabelObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             name: self.name.clone(),
         }
     }

@@ -65,10 +65,10 @@ impl Mailbox {
     pub fn to_wire(&self) -> model::Mailbox {
         model::Mailbox {
             object: model::MailboxObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             address: self.address.clone(),
             domain: self.domain.clone(),
-            domain_id: self.domain_id.clone(),
+            domain_id: crate::ids::Id::from_stored(self.domain_id.clone()),
             display_name: self.display_name.clone(),
             signature: self.signature.clone(),
             is_catch_all: self.is_catch_all,
@@ -82,7 +82,7 @@ impl Mailbox {
     pub fn deleted(&self) -> model::MailboxDeleted {
         model::MailboxDeleted {
             object: model::MailboxObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             deleted: true,
         }
     }

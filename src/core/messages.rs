@@ -106,11 +106,11 @@ impl Message {
     pub fn summary(&self) -> model::Message {
         model::Message {
             object: model::MessageObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             message_id: self.message_id.clone(),
             provider_message_id: self.provider_message_id.clone(),
-            thread_id: self.thread_id.clone(),
-            mailbox_id: self.mailbox_id.clone(),
+            thread_id: crate::ids::Id::from_stored(self.thread_id.clone()),
+            mailbox_id: crate::ids::Id::from_stored(self.mailbox_id.clone()),
             direction: if self.direction == Direction::Inbound.as_str() {
                 Direction::Inbound
             } else {
@@ -133,18 +133,11 @@ impl Message {
             has_attachments: self.has_attachments,
             in_reply_to: self.in_reply_to.clone(),
             references: self.references.clone(),
-            api_key_id: self.api_key_id.clone(),
+            api_key_id: self.api_key_id.clone().map(crate::ids::Id::from_stored),
             created_at: Timestamp(self.created_at),
             sent_at: Timestamp::opt(self.sent_at),
             received_at: Timestamp::opt(self.received_at),
         }
-    }
-
-    /// [`Message::summary`] as a JSON value, for the event payloads that are
-    /// still assembled as values (the serialised fields keep their order, so
-    /// the payload's bytes are those of the summary).
-    pub fn summary_json(&self) -> Value {
-        serde_json::to_value(self.summary()).unwrap_or(Value::Null)
     }
 }
 
@@ -163,7 +156,7 @@ impl Attachment {
     pub fn to_wire(&self) -> model::Attachment {
         model::Attachment {
             object: model::AttachmentObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             filename: self.filename.clone(),
             content_type: self.content_type.clone(),
             size: self.size,
@@ -401,7 +394,7 @@ mod tests {
     /// their nulls are part of the payload's bytes.
     #[test]
     fn the_summary_keeps_the_event_payload_shape() {
-        let v = message().summary_json();
+        let v = serde_json::to_value(message().summary()).unwrap();
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
             keys,
@@ -466,7 +459,8 @@ mod tests {
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
             keys[..28],
-            *m.summary_json()
+            *serde_json::to_value(m.summary())
+                .unwrap()
                 .as_object()
                 .unwrap()
                 .keys()

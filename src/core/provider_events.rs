@@ -17,15 +17,16 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::json;
-
 use crate::clock;
 use crate::core::events;
 use crate::core::messages::{COLUMNS, Message};
 use crate::core::suppressions;
 use crate::ids;
+use crate::model::Timestamp;
+use crate::model::events::EmailEventData;
 use crate::model::messages::MessageStatus;
 use crate::model::suppressions::SuppressionReason;
+use crate::model::webhooks::EventName;
 use crate::provider::{ProviderEvent, ProviderEventKind};
 use crate::sql;
 use crate::store::{Backend, Db, RowExt, Sql, execute_all};
@@ -266,35 +267,32 @@ async fn apply(
         message.error = error;
         outbox_event = match ev.kind {
             ProviderEventKind::Send => None, // email.sent is written by the send itself
-            ProviderEventKind::Delivery => Some("email.delivered"),
-            ProviderEventKind::Bounce { .. } => Some("email.bounced"),
-            ProviderEventKind::Complaint => Some("email.complained"),
-            ProviderEventKind::Reject => Some("email.rejected"),
-            ProviderEventKind::DeliveryDelay => Some("email.delayed"),
-            ProviderEventKind::RenderingFailure => Some("email.failed"),
+            ProviderEventKind::Delivery => Some(EventName::EmailDelivered),
+            ProviderEventKind::Bounce { .. } => Some(EventName::EmailBounced),
+            ProviderEventKind::Complaint => Some(EventName::EmailComplained),
+            ProviderEventKind::Reject => Some(EventName::EmailRejected),
+            ProviderEventKind::DeliveryDelay => Some(EventName::EmailDelayed),
+            ProviderEventKind::RenderingFailure => Some(EventName::EmailFailed),
             _ => None,
         };
     }
     match ev.kind {
         ProviderEventKind::Open => {
             record_open(tx, message, ev.occurred_at).await?;
-            outbox_event = Some("email.opened");
+            outbox_event = Some(EventName::EmailOpened);
         }
-        ProviderEventKind::Click => outbox_event = Some("email.clicked"),
+        ProviderEventKind::Click => outbox_event = Some(EventName::EmailClicked),
         _ => {}
     }
     if let Some(name) = outbox_event {
-        let mut data = json!({
-            "email": message.summary_json(),
-            "occurred_at": clock::iso(ev.occurred_at),
-        });
-        if !ev.recipients.is_empty() {
-            data["recipients"] = json!(ev.recipients);
-        }
-        if let Some(d) = &ev.detail {
-            data["detail"] = json!(d);
-        }
-        writes.push(events::emit_statement(name, Some(&message.mailbox_id), data).1);
+        let data = EmailEventData {
+            email: message.summary(),
+            occurred_at: Timestamp(ev.occurred_at),
+            sent_at: None,
+            recipients: (!ev.recipients.is_empty()).then(|| ev.recipients.clone()),
+            detail: ev.detail.clone(),
+        };
+        writes.push(events::emit_statement(name, Some(&message.mailbox_id), data)?.1);
     }
     Ok(Ingested::Applied)
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::auth::{ApiKey, address_domain};
 use crate::clock;
@@ -27,9 +27,13 @@ use crate::core::threads::{self, ThreadContribution};
 use crate::core::validate;
 use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
+use crate::model::Timestamp;
 use crate::model::drafts::OneOrMany;
+use crate::model::events::EmailEventData;
 use crate::model::messages::MessageStatus;
 use crate::model::sending::{SendRequest, SendResult};
+use crate::model::threads::Participant;
+use crate::model::webhooks::EventName;
 use crate::provider::{OutgoingMessage, Provider, ProviderError};
 use crate::sql;
 use crate::store::{Backend, Db, JobFuture, RowExt, SharedText, Sql, Tx, execute_all};
@@ -364,7 +368,7 @@ pub fn validate(body: SendRequest) -> Result<SendInput, CoreError> {
         text: body.text,
         html: body.html,
         headers,
-        thread_id: body.thread_id,
+        thread_id: body.thread_id.map(String::from),
         in_reply_to,
         references,
         attachments,
@@ -399,10 +403,10 @@ impl SendOutcome {
     pub fn to_wire(&self) -> SendResult {
         let m = &self.message;
         SendResult {
-            id: m.id.clone(),
+            id: crate::ids::Id::from_stored(m.id.clone()),
             message_id: m.message_id.clone(),
             provider_message_id: m.provider_message_id.clone(),
-            thread_id: m.thread_id.clone(),
+            thread_id: crate::ids::Id::from_stored(m.thread_id.clone()),
             from: m.from_address.clone(),
             to: m.to.clone(),
             subject: m.subject.clone(),
@@ -581,18 +585,25 @@ impl AcceptedSend {
                         message.mailbox_id = mailboxes::insert_or_existing(tx, mb).await?;
                     }
                     message.thread_id = ids::new_id("thr");
+                    let event = events::emit_statement(
+                        EventName::EmailFailed,
+                        Some(&message.mailbox_id),
+                        EmailEventData {
+                            email: message.summary(),
+                            occurred_at: Timestamp(done_at),
+                            sent_at: None,
+                            recipients: None,
+                            detail: None,
+                        },
+                    )?
+                    .1;
                     let writes = [
                         short_thread_insert(&message),
                         message_insert(&message, &bodies, None),
                     ]
                     .into_iter()
                     .chain(recipients_insert(&message))
-                    .chain([events::emit_statement(
-                        "email.failed",
-                        Some(&message.mailbox_id),
-                        json!({ "email": message.summary_json(), "occurred_at": clock::iso(done_at) }),
-                    )
-                    .1])
+                    .chain([event])
                     .collect::<Vec<Sql>>();
                     execute_all(tx, backend, &writes).await
                 })
@@ -636,14 +647,14 @@ fn error_detail(e: &CoreError) -> String {
 /// A thread holding just `m`, written without the thread logic of a full
 /// record: the subject as it is, lower-cased for its key.
 fn short_thread_insert(m: &Message) -> Sql {
-    let participants: Vec<Value> = std::iter::once(
-        json!({"name": m.from_name.clone().unwrap_or_default(), "address": m.from_address}),
-    )
-    .chain(
-        m.to.iter()
-            .chain(&m.cc)
-            .map(|a| json!({"name": "", "address": a})),
-    )
+    let participants: Vec<Participant> = std::iter::once(Participant {
+        name: m.from_name.clone().unwrap_or_default(),
+        address: m.from_address.clone(),
+    })
+    .chain(m.to.iter().chain(&m.cc).map(|a| Participant {
+        name: String::new(),
+        address: a.clone(),
+    }))
     .collect();
     sql!(
         "INSERT INTO threads (id, mailbox_id, mailbox, domain, subject, normalized_subject, snippet, \
@@ -656,7 +667,7 @@ fn short_thread_insert(m: &Message) -> Sql {
         &m.subject,
         m.subject.to_lowercase(),
         threads::format_folders(&["sent".to_string()]),
-        Value::Array(participants).to_string(),
+        serde_json::to_string(&participants).unwrap_or_else(|_| "[]".into()),
         m.created_at,
         clock::now_micros()
     )
@@ -884,13 +895,19 @@ pub async fn start(
     };
     let done_at = clock::now_micros();
     let (status, provider_message_id, error, event, failure) = match outcome {
-        Ok(pid) => (MessageStatus::Sent, Some(pid), None, "email.sent", None),
+        Ok(pid) => (
+            MessageStatus::Sent,
+            Some(pid),
+            None,
+            EventName::EmailSent,
+            None,
+        ),
         Err(e) => {
             let text = e.to_string();
             let (status, event, err) = match e {
                 ProviderError::Rejected(m) | ProviderError::NotFound(m) => (
                     MessageStatus::Rejected,
-                    "email.rejected",
+                    EventName::EmailRejected,
                     CoreError::invalid("body", format!("the provider rejected the message: {m}")),
                 ),
                 ProviderError::Throttled {
@@ -898,7 +915,7 @@ pub async fn start(
                     retry_after_secs,
                 } => (
                     MessageStatus::Failed,
-                    "email.failed",
+                    EventName::EmailFailed,
                     CoreError::RateLimited {
                         message: format!("the provider is throttling sends: {message}"),
                         retry_after: retry_after_secs.unwrap_or(1),
@@ -906,7 +923,7 @@ pub async fn start(
                 ),
                 ProviderError::Unavailable(m) => (
                     MessageStatus::Failed,
-                    "email.failed",
+                    EventName::EmailFailed,
                     CoreError::Upstream {
                         kind: crate::core::error::UpstreamKind::Unavailable,
                         message: format!("the provider could not be reached: {m}"),
@@ -1004,7 +1021,7 @@ struct RecordJob {
     open_token: Option<String>,
     bodies: Bodies,
     done_at: i64,
-    event: &'static str,
+    event: EventName,
 }
 
 impl RecordJob {
@@ -1127,7 +1144,7 @@ async fn record(
     open_token: Option<String>,
     bodies: &Bodies,
     done_at: i64,
-    event: &str,
+    event: EventName,
 ) -> Result<Message, CoreError> {
     // Reads come first; every write is collected and sent at the end as one
     // batch (see `store::execute_all`).
@@ -1195,11 +1212,14 @@ async fn record(
             done_at
         ));
     }
-    let mut data = json!({ "email": m.summary_json(), "occurred_at": clock::iso(done_at) });
-    if m.status == MessageStatus::Sent {
-        data["sent_at"] = json!(clock::iso(done_at));
-    }
-    writes.push(events::emit_statement(event, Some(&m.mailbox_id), data).1);
+    let data = EmailEventData {
+        email: m.summary(),
+        occurred_at: Timestamp(done_at),
+        sent_at: (m.status == MessageStatus::Sent).then_some(Timestamp(done_at)),
+        recipients: None,
+        detail: None,
+    };
+    writes.push(events::emit_statement(event, Some(&m.mailbox_id), data)?.1);
     execute_all(tx, backend, &writes).await?;
     search::index_message(tx, backend, &m.id, &m.subject, &bodies.search).await?;
     search::reindex_thread(tx, backend, &m.thread_id).await?;
@@ -1208,6 +1228,8 @@ async fn record(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn body(v: Value) -> SendRequest {

@@ -41,12 +41,12 @@ impl Suppression {
     pub fn to_wire(&self) -> model::Suppression {
         model::Suppression {
             object: model::SuppressionObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             address: self.address.clone(),
             reason: self.reason,
             detail: self.detail.clone(),
             domain: self.domain.clone(),
-            message_id: self.message_id.clone(),
+            message_id: self.message_id.clone().map(crate::ids::Id::from_stored),
             created_at: Timestamp(self.created_at),
         }
     }

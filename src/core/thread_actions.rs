@@ -1,8 +1,6 @@
 //! Reading and changing threads: the list with its filters, single reads,
 //! PATCH (folder, read, star, labels), deletion through trash, and replies.
 
-use serde_json::json;
-
 use crate::auth::{ApiKey, Reach};
 use crate::clock;
 use crate::core::error::{CoreError, Problems};
@@ -16,8 +14,10 @@ use crate::core::sending::{self, SendInput, Sending};
 use crate::core::threads::{format_folders, parse_folders};
 use crate::mime::compose::OutgoingAttachment;
 use crate::model::Timestamp;
+use crate::model::events::ThreadEventData;
 use crate::model::messages::Folder;
 use crate::model::threads::{self as model, ThreadMessage};
+use crate::model::webhooks::EventName;
 use crate::store::{Backend, Db, RowExt, Sql, Tx};
 
 pub const FOLDERS: &[&str] = &["inbox", "sent", "drafts", "archive", "spam", "trash"];
@@ -67,9 +67,9 @@ impl Thread {
     pub fn to_wire(&self, labels: &[Label]) -> model::Thread {
         model::Thread {
             object: model::ThreadObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             mailbox: self.mailbox.clone(),
-            mailbox_id: self.mailbox_id.clone(),
+            mailbox_id: crate::ids::Id::from_stored(self.mailbox_id.clone()),
             subject: self.subject.clone(),
             snippet: self.snippet.clone(),
             folders: self
@@ -396,9 +396,12 @@ pub async fn patch(
     let wire = updated.to_wire(&current);
     events::emit(
         &mut tx,
-        "thread.updated",
+        EventName::ThreadUpdated,
         Some(&t.mailbox_id),
-        json!({"thread": wire, "occurred_at": clock::iso(clock::now_micros())}),
+        ThreadEventData {
+            thread: wire.clone(),
+            occurred_at: Timestamp(clock::now_micros()),
+        },
     )
     .await?;
     tx.commit().await?;
@@ -435,7 +438,7 @@ pub async fn delete(
     tx.commit().await?;
     Ok(model::ThreadDeleted {
         object: model::ThreadObject,
-        id: t.id,
+        id: crate::ids::Id::from_stored(t.id),
         deleted: true,
         permanent: for_good,
     })

@@ -1,10 +1,9 @@
 //! Threads: which conversation a message joins, and the thread's summary
 //! fields, kept current in the same transaction as the message.
 
-use serde_json::{Value, json};
-
 use crate::clock;
 use crate::ids;
+use crate::model::threads::Participant;
 use crate::sql;
 use crate::store::{Backend, RowExt, Sql, Tx};
 
@@ -121,12 +120,14 @@ pub async fn add_message_statement(
     c: &ThreadContribution<'_>,
 ) -> Result<(String, Sql), sqlx::Error> {
     let participants_json = |list: &[(Option<String>, String)]| -> String {
-        Value::Array(
-            list.iter()
-                .map(|(n, a)| json!({"name": n.clone().unwrap_or_default(), "address": a}))
-                .collect(),
-        )
-        .to_string()
+        let people: Vec<Participant> = list
+            .iter()
+            .map(|(n, a)| Participant {
+                name: n.clone().unwrap_or_default(),
+                address: a.clone(),
+            })
+            .collect();
+        serde_json::to_string(&people).unwrap_or_else(|_| "[]".into())
     };
     if let Some(id) = thread_id {
         let row =
@@ -141,16 +142,10 @@ pub async fn add_message_statement(
                 folders.push(c.folder.to_string());
             }
             let mut people: Vec<(Option<String>, String)> =
-                serde_json::from_str::<Vec<Value>>(&row.text("participants")?)
+                serde_json::from_str::<Vec<Participant>>(&row.text("participants")?)
                     .unwrap_or_default()
-                    .iter()
-                    .map(|p| {
-                        let name = p["name"]
-                            .as_str()
-                            .filter(|s| !s.is_empty())
-                            .map(str::to_string);
-                        (name, p["address"].as_str().unwrap_or_default().to_string())
-                    })
+                    .into_iter()
+                    .map(|p| ((!p.name.is_empty()).then_some(p.name), p.address))
                     .collect();
             for (n, a) in &c.participants {
                 if !people.iter().any(|(_, x)| x == a) {

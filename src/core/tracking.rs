@@ -1,14 +1,15 @@
 //! Open tracking: the image's token finds the message, and the open is
 //! recorded as a message event and an `email.opened` webhook event.
 
-use serde_json::json;
-
 use crate::clock;
 use crate::core::events;
 use crate::core::messages::{COLUMNS, Message};
 use crate::core::provider_events::record_open;
 use crate::core::sending;
 use crate::ids;
+use crate::model::Timestamp;
+use crate::model::events::EmailEventData;
+use crate::model::webhooks::EventName;
 use crate::sql;
 use crate::store::{Db, Sql};
 
@@ -44,9 +45,15 @@ pub async fn record(db: &Db, token: &str) -> Result<(), sqlx::Error> {
     .await?;
     events::emit(
         &mut tx,
-        "email.opened",
+        EventName::EmailOpened,
         Some(&m.mailbox_id),
-        json!({"email": m.summary_json(), "occurred_at": clock::iso(now)}),
+        EmailEventData {
+            email: m.summary(),
+            occurred_at: Timestamp(now),
+            sent_at: None,
+            recipients: None,
+            detail: None,
+        },
     )
     .await?;
     tx.commit().await

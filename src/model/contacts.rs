@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Timestamp;
+use crate::ids::{ContactId, MailboxId};
 
 crate::object_tag!(ContactObject, "contact");
 
@@ -12,7 +13,7 @@ crate::object_tag!(ContactObject, "contact");
 pub struct Contact {
     pub object: ContactObject,
     /// Contact id.
-    pub id: String,
+    pub id: ContactId,
     /// The address.
     pub address: String,
     /// Display name last seen.
@@ -21,7 +22,7 @@ pub struct Contact {
     /// The mailbox address.
     pub mailbox: String,
     /// `mbx_` prefix.
-    pub mailbox_id: String,
+    pub mailbox_id: MailboxId,
     /// Messages exchanged.
     pub message_count: i64,
     /// First message.

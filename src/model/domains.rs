@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Timestamp;
+use crate::ids::DomainId;
 
 crate::object_tag!(DomainObject, "domain");
 
@@ -79,7 +80,7 @@ pub struct DnsRecord {
 pub struct Domain {
     pub object: DomainObject,
     /// `dom_` prefix.
-    pub id: String,
+    pub id: DomainId,
     /// Domain name.
     pub name: String,
     /// Provider region.
@@ -140,7 +141,7 @@ pub struct DomainUpdate {
 pub struct DomainDeleted {
     pub object: DomainObject,
     /// `dom_` prefix.
-    pub id: String,
+    pub id: DomainId,
     /// Domain name.
     pub name: String,
     pub deleted: bool,

@@ -4,8 +4,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::messages::Message;
+use crate::ids::ThreadId;
 
 crate::object_tag!(DraftObject, "draft");
+
+/// A draft is a message: its id is a message id.
+impl super::envelope::Deletable for DraftObject {
+    type Kind = crate::ids::MessageKind;
+}
 
 /// An unsent message (`is_draft` true, `status` draft) with its bodies.
 #[derive(Debug, Serialize, ToSchema)]
@@ -43,8 +49,7 @@ pub struct DraftCreate {
     #[schema(value_type = String, required = true, format = Email)]
     pub from: Option<String>,
     /// Put the draft in this thread of that mailbox (`thr_` id).
-    #[schema(pattern = "^thr_[0-9a-hjkmnp-tv-z]+$")]
-    pub thread_id: Option<String>,
+    pub thread_id: Option<ThreadId>,
     /// OneOrMany.
     pub to: Option<OneOrMany>,
     /// Copy recipients.

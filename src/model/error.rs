@@ -4,6 +4,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::keys::Scope;
+use crate::ids::MessageId;
 
 /// For programs. The last five come from the HTTP edge on any route: 405
 /// `method_not_allowed`, 408 `request_timeout` (the body did not arrive in
@@ -48,7 +49,7 @@ pub struct ErrorBody {
     /// was sent: do not send it again (an `Idempotency-Key` retry replays this
     /// reply).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
+    pub id: Option<MessageId>,
     /// With `id`: the provider's id of the message it accepted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provider_message_id: Option<String>,

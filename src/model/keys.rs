@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Timestamp;
+use crate::ids::KeyId;
 
 crate::object_tag!(ApiKeyObject, "api_key");
 
@@ -74,6 +75,14 @@ impl fmt::Display for Scope {
     }
 }
 
+/// What `keys revoke` prints.
+#[derive(Debug, Serialize)]
+pub struct KeyRevoked {
+    pub id: String,
+    /// Always true.
+    pub revoked: bool,
+}
+
 /// How a key's reach is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -96,7 +105,7 @@ pub struct KeyReach {
 pub struct ApiKey {
     pub object: ApiKeyObject,
     /// `key_` prefix.
-    pub id: String,
+    pub id: KeyId,
     /// Given at creation.
     pub name: String,
     pub scopes: Vec<Scope>,

@@ -4,15 +4,20 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Timestamp;
+use crate::ids::LabelId;
 
 crate::object_tag!(LabelObject, "label");
+
+impl super::envelope::Deletable for LabelObject {
+    type Kind = crate::ids::LabelKind;
+}
 
 /// A name with a colour that threads can carry.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Label {
     pub object: LabelObject,
     /// `lbl_` prefix.
-    pub id: String,
+    pub id: LabelId,
     /// Unique, case-insensitively.
     pub name: String,
     /// `#rrggbb`.
@@ -21,11 +26,11 @@ pub struct Label {
 }
 
 /// A label as embedded in a thread.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct LabelRef {
     pub object: LabelObject,
     /// `lbl_` prefix.
-    pub id: String,
+    pub id: LabelId,
     pub name: String,
 }
 

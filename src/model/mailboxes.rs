@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Timestamp;
+use crate::ids::{DomainId, MailboxId};
 
 crate::object_tag!(MailboxObject, "mailbox");
 
@@ -12,13 +13,13 @@ crate::object_tag!(MailboxObject, "mailbox");
 pub struct Mailbox {
     pub object: MailboxObject,
     /// `mbx_` prefix.
-    pub id: String,
+    pub id: MailboxId,
     /// Immutable after creation.
     pub address: String,
     /// Domain name.
     pub domain: String,
     /// `dom_` prefix.
-    pub domain_id: String,
+    pub domain_id: DomainId,
     /// Display name.
     pub display_name: String,
     /// Signature.
@@ -78,7 +79,7 @@ pub struct MailboxUpdate {
 pub struct MailboxDeleted {
     pub object: MailboxObject,
     /// `mbx_` prefix.
-    pub id: String,
+    pub id: MailboxId,
     pub deleted: bool,
 }
 

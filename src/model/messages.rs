@@ -10,6 +10,7 @@ use utoipa::openapi::schema::{
 use utoipa::openapi::{RefOr, Schema};
 
 use super::Timestamp;
+use crate::ids::{AttachmentId, KeyId, MailboxId, MessageId, ThreadId};
 
 crate::object_tag!(MessageObject, "message");
 crate::object_tag!(AttachmentObject, "attachment");
@@ -38,16 +39,16 @@ impl Direction {
 pub struct Message {
     pub object: MessageObject,
     /// `msg_` prefix.
-    pub id: String,
+    pub id: MessageId,
     /// RFC 5322 Message-ID, in angle brackets.
     pub message_id: String,
     /// The provider's own id.
     #[schema(required = true)]
     pub provider_message_id: Option<String>,
     /// `thr_` prefix.
-    pub thread_id: String,
+    pub thread_id: ThreadId,
     /// `mbx_` prefix.
-    pub mailbox_id: String,
+    pub mailbox_id: MailboxId,
     pub direction: Direction,
     /// Sender address.
     pub from: String,
@@ -91,7 +92,7 @@ pub struct Message {
     pub references: Option<String>,
     /// The key that sent it.
     #[schema(required = true)]
-    pub api_key_id: Option<String>,
+    pub api_key_id: Option<KeyId>,
     /// When it was recorded.
     pub created_at: Timestamp,
     /// When the provider accepted it.
@@ -165,7 +166,7 @@ pub struct Event {
 pub struct Attachment {
     pub object: AttachmentObject,
     /// Download at `/api/v1/emails/{id}/attachments/{attachment_id}`.
-    pub id: String,
+    pub id: AttachmentId,
     /// File name.
     pub filename: String,
     /// Media type.

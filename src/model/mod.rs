@@ -10,6 +10,7 @@ pub mod domains;
 pub mod drafts;
 mod envelope;
 pub mod error;
+pub mod events;
 pub mod keys;
 pub mod labels;
 pub mod mailboxes;

@@ -13,6 +13,7 @@ use utoipa::openapi::{RefOr, schema::SchemaType};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::drafts::OneOrMany;
+use crate::ids::{MessageId, ThreadId};
 
 crate::object_tag!(BatchObject, "batch");
 
@@ -213,7 +214,7 @@ pub struct SendRequest {
     #[schema(schema_with = header_map)]
     pub headers: Option<BTreeMap<String, String>>,
     /// Adds the message to an existing thread.
-    pub thread_id: Option<String>,
+    pub thread_id: Option<ThreadId>,
     #[schema(schema_with = in_reply_to)]
     pub in_reply_to: Option<String>,
     #[schema(schema_with = references)]
@@ -264,13 +265,13 @@ impl ToSchema for BatchRequest {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SendResult {
     /// `msg_` prefix.
-    pub id: String,
+    pub id: MessageId,
     /// RFC 5322 Message-ID, in angle brackets.
     pub message_id: String,
     /// The provider's own id.
     pub provider_message_id: Option<String>,
     /// `thr_` prefix.
-    pub thread_id: String,
+    pub thread_id: ThreadId,
     /// Bare sender address.
     pub from: String,
     /// Recipients.
@@ -300,11 +301,11 @@ pub struct BatchItem {
     /// When ok: `msg_` id.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
-    pub id: Option<String>,
+    pub id: Option<MessageId>,
     /// When ok: `thr_` id.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
-    pub thread_id: Option<String>,
+    pub thread_id: Option<ThreadId>,
     /// When not ok: why.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Timestamp;
+use crate::ids::{MessageId, SuppressionId};
 
 crate::object_tag!(SuppressionObject, "suppression");
 
@@ -44,7 +45,7 @@ impl SuppressionReason {
 pub struct Suppression {
     pub object: SuppressionObject,
     /// Suppression id (`sup_…`).
-    pub id: String,
+    pub id: SuppressionId,
     /// The suppressed address.
     pub address: String,
     pub reason: SuppressionReason,
@@ -56,7 +57,7 @@ pub struct Suppression {
     pub domain: Option<String>,
     /// The message that caused it.
     #[schema(required = true)]
-    pub message_id: Option<String>,
+    pub message_id: Option<MessageId>,
     /// When it was added.
     pub created_at: Timestamp,
 }
@@ -77,7 +78,7 @@ pub struct SuppressionCreate {
 pub struct SuppressionDeleted {
     pub object: SuppressionObject,
     /// Suppression id.
-    pub id: String,
+    pub id: SuppressionId,
     /// The address.
     pub address: String,
     pub deleted: bool,

@@ -8,6 +8,7 @@ use utoipa::openapi::{Ref, RefOr, Schema};
 use super::Timestamp;
 use super::labels::LabelRef;
 use super::messages::{Folder, FolderFilter, Message, MessageDetail};
+use crate::ids::{MailboxId, ThreadId};
 
 crate::object_tag!(ThreadObject, "thread");
 
@@ -23,15 +24,15 @@ pub struct Participant {
 }
 
 /// A conversation.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Thread {
     pub object: ThreadObject,
     /// `thr_` prefix.
-    pub id: String,
+    pub id: ThreadId,
     /// Mailbox address.
     pub mailbox: String,
     /// `mbx_` prefix.
-    pub mailbox_id: String,
+    pub mailbox_id: MailboxId,
     /// Subject of the first message.
     pub subject: String,
     /// Short preview of the latest message.
@@ -129,7 +130,7 @@ pub struct ThreadUpdate {
 pub struct ThreadDeleted {
     pub object: ThreadObject,
     /// `thr_` prefix.
-    pub id: String,
+    pub id: ThreadId,
     pub deleted: bool,
     /// false: moved to trash; true: removed for good.
     pub permanent: bool,

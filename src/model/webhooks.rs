@@ -6,6 +6,7 @@ use utoipa::openapi::{Ref, RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::Timestamp;
+use crate::ids::{DeliveryId, MailboxId, WebhookId};
 
 crate::object_tag!(WebhookObject, "webhook");
 crate::object_tag!(WebhookDeliveryObject, "webhook_delivery");
@@ -101,7 +102,7 @@ pub enum EventSubscription {
 pub struct Webhook {
     pub object: WebhookObject,
     /// `whk_` prefix.
-    pub id: String,
+    pub id: WebhookId,
     #[schema(format = "uri")]
     pub url: String,
     /// Free text.
@@ -112,7 +113,7 @@ pub struct Webhook {
     pub enabled: bool,
     /// Only mail of this mailbox; null means all.
     #[schema(required = true)]
-    pub mailbox_id: Option<String>,
+    pub mailbox_id: Option<MailboxId>,
     /// HTTP status of the last attempt.
     #[schema(required = true)]
     pub last_status: Option<i64>,
@@ -211,7 +212,7 @@ pub struct WebhookDisabled {
 pub struct WebhookRemoved {
     pub object: WebhookObject,
     /// `whk_` prefix.
-    pub id: String,
+    pub id: WebhookId,
     /// Always true.
     pub deleted: bool,
 }
@@ -262,12 +263,12 @@ pub struct WebhookDeleteQuery {
 pub struct WebhookDelivery {
     pub object: WebhookDeliveryObject,
     /// `whd_` prefix.
-    pub id: String,
+    pub id: DeliveryId,
     /// The envelope `id` and `webhook-id` header the receiver saw; the same
     /// across retries and replays.
-    pub envelope_id: String,
+    pub envelope_id: DeliveryId,
     /// `whk_` prefix.
-    pub webhook_id: String,
+    pub webhook_id: WebhookId,
     pub event: EventName,
     /// The body that was posted.
     #[schema(schema_with = object_or_string)]
@@ -314,7 +315,7 @@ pub struct DeliveryFilter {
 pub struct WebhookPing {
     pub object: WebhookPingObject,
     /// `whk_` prefix.
-    pub webhook_id: String,
+    pub webhook_id: WebhookId,
     /// 2xx reply.
     pub succeeded: bool,
     /// The endpoint's HTTP status; 0 when no reply came.
@@ -335,5 +336,5 @@ pub struct WebhookReplay {
     pub ping: WebhookPing,
     /// The id of the new attempt's record (null if it could not be recorded).
     #[schema(required = true)]
-    pub delivery_id: Option<String>,
+    pub delivery_id: Option<DeliveryId>,
 }

@@ -26,6 +26,7 @@ use super::activity::{Activity, Expiry, GuardedBody, WatchedIo};
 use super::body_deadline::DeadlineBody;
 use super::counters::ConnectionCounters;
 use super::limits::{Refusal, Registry, Slot};
+use crate::model::error::{ErrorBody, ErrorCode};
 
 /// hyper's own header-count limit, a backstop above the 100 headers the API
 /// answers with a JSON 431 (see `api::edge`).
@@ -164,25 +165,32 @@ async fn accept_error(e: io::Error) {
 /// Tells a refused client why, if its socket takes the bytes at once, and
 /// closes the connection.
 fn refuse(stream: TcpStream, refusal: Refusal) {
-    let (status, error, code) = match refusal {
-        Refusal::PerIp => (
-            "429 Too Many Requests",
-            "too many connections from this address",
-            "rate_limited",
-        ),
-        Refusal::Full => (
-            "503 Service Unavailable",
-            "the server is at its connection limit",
-            "server_error",
-        ),
-    };
-    let body = serde_json::json!({ "error": error, "code": code }).to_string();
+    let (status, body) = refusal_reply(refusal);
     let reply = format!(
         "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
          connection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     let _ = stream.try_write(reply.as_bytes());
+}
+
+/// The status line and the error body of a refused connection.
+fn refusal_reply(refusal: Refusal) -> (&'static str, String) {
+    let (status, error, code) = match refusal {
+        Refusal::PerIp => (
+            "429 Too Many Requests",
+            "too many connections from this address",
+            ErrorCode::RateLimited,
+        ),
+        Refusal::Full => (
+            "503 Service Unavailable",
+            "the server is at its connection limit",
+            ErrorCode::ServerError,
+        ),
+    };
+    let body = serde_json::to_string(&ErrorBody::new(error, code))
+        .unwrap_or_else(|_| format!("{{\"error\":\"{error}\"}}"));
+    (status, body)
 }
 
 /// What every connection task shares.
@@ -280,5 +288,30 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
             let response = response.await?;
             Ok(response.map(|body| GuardedBody::new(body, guard)))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes the `json!` that built them wrote: `error`, then `code`.
+    #[test]
+    fn refusals_answer_the_error_body() {
+        assert_eq!(
+            refusal_reply(Refusal::PerIp),
+            (
+                "429 Too Many Requests",
+                r#"{"error":"too many connections from this address","code":"rate_limited"}"#
+                    .into()
+            )
+        );
+        assert_eq!(
+            refusal_reply(Refusal::Full),
+            (
+                "503 Service Unavailable",
+                r#"{"error":"the server is at its connection limit","code":"server_error"}"#.into()
+            )
+        );
     }
 }

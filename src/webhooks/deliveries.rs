@@ -2,13 +2,15 @@
 //! see), and the synchronous sends: ping and replay.
 
 use axum::body::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::auth::Reach;
 use crate::clock;
 use crate::core::error::{CoreError, CoreResult};
 use crate::core::paging::{CursorSigner, Page};
 use crate::ids;
+use crate::ids::WebhookId;
+use crate::model::events::{EventEnvelope, WebhookTestData};
 use crate::model::webhooks::{self as model, EventName};
 use crate::model::{List, Timestamp};
 use crate::sql;
@@ -66,9 +68,9 @@ impl Delivery {
         })?;
         Ok(model::WebhookDelivery {
             object: model::WebhookDeliveryObject,
-            id: self.id.clone(),
-            envelope_id: self.envelope_id.clone(),
-            webhook_id: self.webhook_id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
+            envelope_id: crate::ids::Id::from_stored(self.envelope_id.clone()),
+            webhook_id: crate::ids::Id::from_stored(self.webhook_id.clone()),
             event,
             payload,
             attempt: self.attempt,
@@ -155,7 +157,7 @@ impl SyncResult {
     pub fn to_wire(&self) -> model::WebhookPing {
         model::WebhookPing {
             object: model::WebhookPingObject,
-            webhook_id: self.webhook_id.clone(),
+            webhook_id: crate::ids::Id::from_stored(self.webhook_id.clone()),
             succeeded: self.result.succeeded,
             status_code: self.result.status.map(i64::from).unwrap_or(0),
             duration_ms: self.result.duration_ms,
@@ -230,16 +232,17 @@ pub async fn ping(
         .ok_or(CoreError::NotFound("webhook"))?;
     let id = ids::new_id("whd");
     let now = clock::now_micros();
-    let payload = json!({
-        "type": "webhook.test",
-        "created_at": clock::iso(now),
-        "data": {
-            "webhook_id": w.id,
-            "url": w.url,
-            "occurred_at": clock::iso(now),
+    let payload = EventEnvelope {
+        kind: EventName::WebhookTest,
+        created_at: Timestamp(now),
+        data: WebhookTestData {
+            webhook_id: WebhookId::from_stored(w.id.clone()),
+            url: w.url.clone(),
+            occurred_at: Timestamp(now),
         },
-    });
-    let body = queue::envelope_body(&id, &payload.to_string());
+    };
+    let payload = serde_json::to_string(&payload).map_err(anyhow::Error::from)?;
+    let body = queue::envelope_body(&id, &payload);
     let out = Outgoing {
         envelope_id: id.clone(),
         event: "webhook.test".into(),

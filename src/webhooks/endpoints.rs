@@ -66,7 +66,7 @@ impl Webhook {
     pub fn to_wire(&self) -> model::Webhook {
         model::Webhook {
             object: model::WebhookObject,
-            id: self.id.clone(),
+            id: crate::ids::Id::from_stored(self.id.clone()),
             url: self.url.clone(),
             description: self.description.clone(),
             // Stored lists were validated on write; a name this build no
@@ -80,7 +80,7 @@ impl Webhook {
                 })
                 .collect(),
             enabled: self.enabled,
-            mailbox_id: self.mailbox_id.clone(),
+            mailbox_id: self.mailbox_id.clone().map(crate::ids::Id::from_stored),
             last_status: self.last_status,
             last_delivered_at: Timestamp::opt(self.last_delivered_at),
             last_error_at: Timestamp::opt(self.last_error_at),

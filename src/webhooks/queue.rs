@@ -57,9 +57,21 @@ pub fn envelope_body(envelope_id: &str, event_payload: &str) -> String {
         _ => {
             let data: Value =
                 serde_json::from_str(trimmed).unwrap_or(Value::String(trimmed.to_string()));
-            serde_json::json!({ "id": envelope_id, "data": data }).to_string()
+            let wrapped = Wrapped {
+                id: envelope_id,
+                data,
+            };
+            serde_json::to_string(&wrapped).unwrap_or_else(|_| format!("{{\"id\":{id}}}"))
         }
     }
+}
+
+/// The body around a stored payload that is not an object (none the
+/// service writes; kept deliverable rather than dropped).
+#[derive(serde::Serialize)]
+struct Wrapped<'a> {
+    id: &'a str,
+    data: Value,
 }
 
 /// Whether any event after `floor` awaits fan-out (a cheap read, for
@@ -616,5 +628,18 @@ mod tests {
         assert_eq!(v["data"], serde_json::json!([1]));
         let v: Value = serde_json::from_str(&envelope_body("whd_4", "{nope")).unwrap();
         assert_eq!(v["id"], "whd_4");
+    }
+
+    /// Bytes as the `json!` that built them before: `id`, then `data`.
+    #[test]
+    fn a_payload_that_is_not_an_object_is_wrapped_as_before() {
+        assert_eq!(
+            envelope_body("whd_3", "[1]"),
+            r#"{"id":"whd_3","data":[1]}"#
+        );
+        assert_eq!(
+            envelope_body("whd_4", "{nope"),
+            r#"{"id":"whd_4","data":"{nope"}"#
+        );
     }
 }

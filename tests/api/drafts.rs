@@ -133,3 +133,21 @@ async fn drafts_are_created_edited_sent_and_deleted_in_their_thread() {
         "invalid_request",
     );
 }
+
+/// A draft's `thread_id` must be a thread id: otherwise a 422 naming it.
+#[tokio::test]
+async fn a_malformed_draft_thread_id_is_a_422_naming_it() {
+    let app = spawn_app().await;
+    app.verified_domain("example.com").await;
+    app.mailbox("team@example.com").await;
+    for bad in [json!("mbx_0123abc"), json!("thr_!"), json!(true)] {
+        let r = app
+            .post(
+                "/api/v1/drafts",
+                json!({"from": "team@example.com", "thread_id": bad, "text": "x"}),
+            )
+            .await;
+        assert_error(&r, 422, "invalid_request");
+        assert_eq!(r.body["param"], "thread_id", "{bad}: {}", r.text);
+    }
+}

@@ -1093,3 +1093,31 @@ async fn a_write_finishes_when_its_caller_goes_away() {
     })
     .await;
 }
+
+/// A `thread_id` that is no thread id is refused as a 422 naming it, before
+/// anything is sent or recorded; in a batch, as that item's own 422.
+#[tokio::test]
+async fn a_malformed_thread_id_is_a_422_naming_it() {
+    let app = spawn_app().await;
+    ready(&app).await;
+    for bad in [
+        json!("msg_0123abc"),
+        json!("thr_UPPER"),
+        json!("thr_"),
+        json!(5),
+    ] {
+        let mut body = simple("a@b.com");
+        body["thread_id"] = bad.clone();
+        let r = app.post("/api/v1/emails", body.clone()).await;
+        assert_error(&r, 422, "invalid_request");
+        assert_eq!(r.body["param"], "thread_id", "{bad}: {}", r.text);
+        let r = app
+            .post("/api/v1/emails/batch", json!([simple("a@b.com"), body]))
+            .await;
+        assert_eq!(r.status, 207, "{bad}: {}", r.text);
+        assert_eq!(r.body["data"][0]["ok"], true, "{}", r.text);
+        assert_eq!(r.body["data"][1]["status"], 422, "{}", r.text);
+    }
+    let r = app.get("/api/v1/emails").await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 4, "{}", r.text);
+}

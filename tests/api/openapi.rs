@@ -4,7 +4,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app};
+use pigeonhole::model::webhooks::EventName;
+
+use crate::helpers::{TestApp, eventually, spawn_app};
+use crate::receiver::{Receiver, create_webhook};
 
 /// Every (method, path) routed in `src/api/mod.rs`, in OpenAPI template form.
 /// Add a row here with every new route: the test then fails until the route
@@ -570,4 +573,273 @@ async fn path_ids_are_typed_where_only_an_id_can_name_the_object() {
     let r = app.get("/api/v1/threads/nope?include_body=maybe").await;
     assert_eq!(r.status, 422, "{}", r.text);
     assert_eq!(r.body["param"], "include_body");
+}
+
+/// Every event name has its entry under `webhooks`: a POST signed with the
+/// three Standard Webhooks headers, its body the event's schema (`type`
+/// that very name), every schema it names present in the document.
+#[tokio::test]
+async fn every_event_name_has_its_webhook() {
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    let hooks = doc["webhooks"].as_object().expect("webhooks is an object");
+    assert_eq!(hooks.len(), EventName::ALL.len(), "{:?}", hooks.keys());
+    for event in EventName::ALL {
+        let name = event.as_str();
+        let post = &hooks
+            .get(name)
+            .unwrap_or_else(|| panic!("no webhook entry for {name}"))["post"];
+        assert_eq!(post["security"], json!([]), "{name}");
+        let headers: Vec<&str> = post["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .filter(|p| p["in"] == "header" && p["required"] == true)
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(
+            headers,
+            ["webhook-id", "webhook-timestamp", "webhook-signature"],
+            "{name}"
+        );
+        let body = resolve(
+            &doc,
+            &post["requestBody"]["content"]["application/json"]["schema"],
+        );
+        assert_eq!(body["properties"]["type"]["enum"], json!([name]));
+        assert_eq!(
+            body["required"],
+            json!(["id", "type", "created_at", "data"]),
+            "{name}"
+        );
+        assert!(resolve(&doc, &body["properties"]["data"])["properties"].is_object());
+        assert!(post["responses"]["2XX"].is_object(), "{name}");
+    }
+    // Every reference anywhere in the document resolves.
+    fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r);
+                }
+                m.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    for r in all {
+        let pointer = r.strip_prefix('#').expect("a local $ref");
+        assert!(doc.pointer(pointer).is_some(), "unresolved {r}");
+    }
+}
+
+/// Whether `v` is valid against `schema`, as far as the document's schemas
+/// go (types, properties, items, enums, `anyOf`/`oneOf`/`allOf`); an object
+/// key the schema does not name counts as a problem too, so that the
+/// document describes every field a receiver gets.
+fn conforms(doc: &Value, schema: &Value, v: &Value, at: &str, problems: &mut Vec<String>) {
+    let schema = resolve(doc, schema);
+    for (key, alternatives) in [("anyOf", true), ("oneOf", true), ("allOf", false)] {
+        if let Some(items) = schema[key].as_array() {
+            let results: Vec<Vec<String>> = items
+                .iter()
+                .map(|s| {
+                    let mut p = Vec::new();
+                    conforms(doc, s, v, at, &mut p);
+                    p
+                })
+                .collect();
+            let ok = if alternatives {
+                results.iter().any(Vec::is_empty)
+            } else {
+                results.iter().all(Vec::is_empty)
+            };
+            if !ok {
+                problems.push(format!("{at}: fails {key}: {results:?}"));
+            }
+        }
+    }
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => vec![],
+    };
+    let allowed = types.is_empty()
+        || types.contains(&kind)
+        || (kind == "integer" && types.contains(&"number"));
+    if !allowed {
+        problems.push(format!("{at}: {kind}, documented {types:?}"));
+        return;
+    }
+    if let Some(values) = schema["enum"].as_array()
+        && !values.contains(v)
+    {
+        problems.push(format!("{at}: {v} not in {values:?}"));
+    }
+    if let Value::Object(m) = v {
+        let props = schema["properties"].as_object();
+        for r in schema["required"].as_array().into_iter().flatten() {
+            if let Some(r) = r.as_str()
+                && !m.contains_key(r)
+            {
+                problems.push(format!("{at}: required {r} missing"));
+            }
+        }
+        if let Some(props) = props {
+            for (k, x) in m {
+                match props.get(k) {
+                    Some(s) => conforms(doc, s, x, &format!("{at}.{k}"), problems),
+                    None => problems.push(format!("{at}: {k} is not documented")),
+                }
+            }
+        }
+    }
+    if let (Value::Array(xs), Some(items)) = (v, schema.get("items")) {
+        for (i, x) in xs.iter().enumerate() {
+            conforms(doc, items, x, &format!("{at}[{i}]"), problems);
+        }
+    }
+}
+
+/// What receivers get is what the document says they get: the bodies of
+/// `domain.verified`, `email.sent`, `email.delivered`, `thread.updated` and
+/// `webhook.test`, as delivered, against their `webhooks` entries.
+#[tokio::test]
+async fn delivered_bodies_match_their_documented_schemas() {
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    let rx = Receiver::start().await;
+    let w = create_webhook(&app, &rx.url("/r"), json!({})).await;
+    app.verified_domain("example.com").await;
+    let sent = app
+        .post(
+            "/api/v1/emails",
+            json!({"from": "Ann <ann@example.com>", "to": "success@simulator.amazonses.com", "subject": "Hi", "text": "Hello"}),
+        )
+        .await;
+    assert_eq!(sent.status, 202, "{}", sent.text);
+    let thread = sent.body["thread_id"].as_str().expect("thread_id");
+    let r = app
+        .patch(
+            &format!("/api/v1/threads/{thread}"),
+            json!({"is_starred": true}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = app
+        .post(
+            &format!("/api/v1/webhooks/{}/ping", w["id"].as_str().unwrap()),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let wanted = [
+        "domain.verified",
+        "email.sent",
+        "email.delivered",
+        "thread.updated",
+        "webhook.test",
+    ];
+    let got = eventually("every event delivered", || async {
+        let got = rx.requests();
+        let types: Vec<&str> = got.iter().filter_map(|c| c.json["type"].as_str()).collect();
+        wanted
+            .iter()
+            .all(|t| types.contains(t))
+            .then_some(got.clone())
+    })
+    .await;
+    for c in got {
+        let name = c.json["type"].as_str().expect("type").to_string();
+        let schema =
+            &doc["webhooks"][&name]["post"]["requestBody"]["content"]["application/json"]["schema"];
+        assert!(schema.is_object(), "{name} is not documented");
+        let mut problems = Vec::new();
+        conforms(&doc, schema, &c.json, &name, &mut problems);
+        assert!(problems.is_empty(), "{name}: {problems:#?}\n{}", c.body);
+        assert_eq!(c.header("webhook-id"), c.json["id"], "{name}");
+    }
+}
+
+/// Ids in replies and bodies are the id types' schemas (`ThreadId`, …),
+/// each carrying its kind's pattern, rather than strings annotated field by
+/// field.
+#[tokio::test]
+async fn ids_in_replies_and_bodies_are_the_id_schemas() {
+    let app = spawn_app().await;
+    let doc = fetch(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    for (schema, field, id) in [
+        ("Message", "id", "MessageId"),
+        ("Message", "thread_id", "ThreadId"),
+        ("Message", "mailbox_id", "MailboxId"),
+        ("Message", "api_key_id", "KeyId"),
+        ("Attachment", "id", "AttachmentId"),
+        ("Thread", "id", "ThreadId"),
+        ("Thread", "mailbox_id", "MailboxId"),
+        ("ThreadDeleted", "id", "ThreadId"),
+        ("Domain", "id", "DomainId"),
+        ("Mailbox", "id", "MailboxId"),
+        ("Mailbox", "domain_id", "DomainId"),
+        ("Label", "id", "LabelId"),
+        ("LabelRef", "id", "LabelId"),
+        ("Contact", "id", "ContactId"),
+        ("Contact", "mailbox_id", "MailboxId"),
+        ("Suppression", "id", "SuppressionId"),
+        ("Suppression", "message_id", "MessageId"),
+        ("Webhook", "id", "WebhookId"),
+        ("Webhook", "mailbox_id", "MailboxId"),
+        ("WebhookDelivery", "id", "DeliveryId"),
+        ("WebhookDelivery", "envelope_id", "DeliveryId"),
+        ("WebhookDelivery", "webhook_id", "WebhookId"),
+        ("WebhookPing", "webhook_id", "WebhookId"),
+        ("WebhookReplay", "delivery_id", "DeliveryId"),
+        ("SendResult", "id", "MessageId"),
+        ("SendResult", "thread_id", "ThreadId"),
+        ("BatchItem", "id", "MessageId"),
+        ("BatchItem", "thread_id", "ThreadId"),
+        ("SendRequest", "thread_id", "ThreadId"),
+        ("DraftCreate", "thread_id", "ThreadId"),
+        ("WebhookTestData", "webhook_id", "WebhookId"),
+        ("Deleted_LabelObject", "id", "LabelId"),
+        ("Deleted_DraftObject", "id", "MessageId"),
+    ] {
+        // A flattened type's own fields are in one of its `allOf` parts.
+        let parts = std::iter::once(&schemas[schema])
+            .chain(schemas[schema]["allOf"].as_array().into_iter().flatten());
+        let property = parts
+            .map(|s| &s["properties"][field])
+            .find(|p| !p.is_null())
+            .unwrap_or_else(|| panic!("{schema}.{field} is not documented"));
+        let text = property.to_string();
+        assert!(
+            text.contains(&format!("\"$ref\":\"#/components/schemas/{id}\"")),
+            "{schema}.{field} is not a {id}: {text}"
+        );
+        assert!(
+            property.get("pattern").is_none(),
+            "{schema}.{field} spells out a pattern: {text}"
+        );
+        let prefix = schemas[id]["pattern"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{id} has no pattern"))
+            .trim_start_matches('^')
+            .split('_')
+            .next()
+            .unwrap()
+            .to_string();
+        assert_eq!(schemas[id]["pattern"], pigeonhole::ids::pattern(&prefix));
+    }
 }

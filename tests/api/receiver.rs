@@ -195,7 +195,8 @@ pub async fn emit(
     data: Value,
 ) -> String {
     let mut tx = app.db.begin().await.unwrap();
-    let id = pigeonhole::core::events::emit(&mut tx, event_type, mailbox_id, data)
+    let event = pigeonhole::model::webhooks::EventName::parse(event_type).expect("an event name");
+    let id = pigeonhole::core::events::emit(&mut tx, event, mailbox_id, data)
         .await
         .unwrap();
     tx.commit().await.unwrap();

@@ -570,7 +570,7 @@ async fn two_processes_on_postgresql_deliver_each_event_once() {
         for i in 0..50 {
             pigeonhole::core::events::emit(
                 &mut tx,
-                "email.sent",
+                pigeonhole::model::webhooks::EventName::EmailSent,
                 None,
                 json!({"n": chunk * 50 + i}),
             )
