@@ -25,12 +25,13 @@ use crate::core::search;
 use crate::core::suppressions;
 use crate::core::threads::{self, ThreadContribution};
 use crate::core::validate;
+use crate::core::waiting_events;
 use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::model::drafts::OneOrMany;
 use crate::model::messages::MessageStatus;
 use crate::model::sending::{SendRequest, SendResult};
-use crate::provider::{OutgoingMessage, Provider, ProviderError};
+use crate::provider::{OutgoingMessage, PlannedEvent, Provider, ProviderError};
 use crate::sql;
 use crate::store::{Backend, Db, JobFuture, RowExt, SharedText, Sql, Tx, execute_all};
 
@@ -917,9 +918,16 @@ pub async fn start(
         }
     };
 
+    // What the provider already knows it will report (the simulator's
+    // outcomes): stored with the record, so a crash cannot lose them.
+    let planned = match &provider_message_id {
+        Some(pid) => ctx.provider.planned_events(pid, &recipients, done_at),
+        None => Vec::new(),
+    };
+
     // 2. One transaction records the attempt whatever its outcome: the
     // message with its thread, recipients, attachments, search entry, its
-    // `send` event and the outbox event.
+    // `send` event, the outbox event and the planned provider events.
     let message = Message {
         id: id.clone(),
         thread_id: String::new(),
@@ -987,6 +995,7 @@ pub async fn start(
                     &bodies,
                     done_at,
                     event,
+                    &planned,
                 )
                 .await
             })
@@ -1041,6 +1050,7 @@ async fn record(
     bodies: &Bodies,
     done_at: i64,
     event: &str,
+    planned: &[PlannedEvent],
 ) -> Result<Message, CoreError> {
     // Reads come first; every write is collected and sent at the end as one
     // batch (see `store::execute_all`).
@@ -1085,6 +1095,7 @@ async fn record(
     writes.push(thread_change);
     writes.push(message_insert(&m, bodies, open_token));
     writes.extend(recipients_insert(&m));
+    writes.extend(waiting_events::planned_insert(planned, done_at));
     for a in &input.attachments {
         writes.push(sql!(
             "INSERT INTO attachments (id, message_id, filename, content_type, size, content_id, inline, content) \
