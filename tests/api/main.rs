@@ -19,6 +19,7 @@ mod mailboxes;
 mod message_memory;
 mod openapi;
 mod ops;
+mod provider_events;
 mod reach_writes;
 mod received;
 mod receiver;

@@ -69,7 +69,7 @@ async fn send(app: &TestApp, to: &str) -> (String, String) {
     )
 }
 
-fn ses_event(kind: &str, pid: &str, to: &str) -> Value {
+pub fn ses_event(kind: &str, pid: &str, to: &str) -> Value {
     let ts = "2026-11-22T10:00:00.000Z";
     let mail = json!({"timestamp": ts, "messageId": pid, "source": "team@example.com", "destination": [to]});
     let mut e = json!({"eventType": kind, "mail": mail});
