@@ -26,7 +26,7 @@ pub async fn provider_events(db: Db) {
                 None
             }
         };
-        if !next.is_some_and(|at| at <= now) {
+        if next.is_none_or(|at| at > now) {
             let wait = next.map_or(SWEEP_POLL, |at| {
                 Duration::from_micros((at - now).max(0) as u64).min(SWEEP_POLL)
             });
