@@ -186,6 +186,19 @@ async fn ingest_in(
     batch.push(ev.clone());
     let outcomes = provider_events::ingest_batch_in(tx, backend, &batch).await?;
     if outcomes.last() == Some(&Ingested::UnknownMessage) {
+        // SNS redelivers a notification it did not see answered: kept once.
+        if let Some(delivery_id) = &ev.delivery_id {
+            let stored = sql!(
+                "SELECT seq FROM waiting_provider_events WHERE provider_message_id = $1 AND delivery_id = $2",
+                ev.provider_message_id.as_str(),
+                delivery_id.as_str()
+            )
+            .fetch_optional_tx(tx)
+            .await?;
+            if stored.is_some() {
+                return Ok(Ingested::UnknownMessage);
+            }
+        }
         let mut insert = Sql::new(INSERT_HEAD);
         push_row(&mut insert, &ev, now, now);
         // Due at once: the next sweep looks for its message (and brings
@@ -395,9 +408,11 @@ mod tests {
                 Ingested::UnknownMessage
             );
             assert_eq!(
-                ingest_at(&db, complaint, now + 1).await,
+                ingest_at(&db, complaint.clone(), now + 1).await,
                 Ingested::UnknownMessage
             );
+            // A notification redelivered while it waits is kept once.
+            ingest_at(&db, complaint, now + 2).await;
             assert_eq!(counts(&db).await.unwrap(), (2, 2));
             // Nothing to do while the message is unknown; looked at again later.
             let swept = sweep(&db, now + 2).await.unwrap();
