@@ -38,8 +38,23 @@ pub async fn provider_events(db: Db) {
             Ok(swept) if swept.busy => tokio::time::sleep(SWEEP_POLL).await,
             Ok(_) => tokio::time::sleep(SWEEP_SPACING).await,
             Err(e) => {
-                tracing::warn!(error = %e, "applying waiting provider events failed; retrying");
-                tokio::time::sleep(SWEEP_POLL).await;
+                tracing::warn!(error = %e, "applying waiting provider events failed; one message at a time");
+                // Alone, the message that fails is found and put off, so
+                // that it holds up no other (a failing database fails
+                // these too, and the next round tries again).
+                if let Err(e) = waiting_events::sweep_some(&db, now, 1).await {
+                    match waiting_events::put_off_first(&db, now).await {
+                        Ok(Some(pid)) => tracing::error!(
+                            provider_message_id = %pid, error = %e,
+                            "the waiting events of a message cannot be applied; put off for a minute"
+                        ),
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "putting off waiting provider events failed")
+                        }
+                    }
+                    tokio::time::sleep(SWEEP_POLL).await;
+                }
             }
         }
     }

@@ -229,12 +229,48 @@ pub struct Swept {
 /// the expired ones, and puts off the next look at the rest; `now` is the
 /// time it takes as current.
 pub async fn sweep(db: &Db, now: i64) -> Result<Swept, sqlx::Error> {
+    sweep_some(db, now, SWEEP_MESSAGES).await
+}
+
+/// As [`sweep`], applying the events of at most `messages` messages.
+pub async fn sweep_some(db: &Db, now: i64, messages: i64) -> Result<Swept, sqlx::Error> {
     let backend = db.backend();
-    db.write(move |tx| Box::pin(async move { sweep_in(tx, backend, now).await }))
+    db.write(move |tx| Box::pin(async move { sweep_in(tx, backend, now, messages).await }))
         .await
 }
 
-async fn sweep_in(tx: &mut Tx, backend: Backend, now: i64) -> Result<Swept, sqlx::Error> {
+/// Puts off by a minute the events of the message the next sweep would
+/// apply first, when applying them fails even alone: one bad row must not
+/// hold up every other message's events. Their provider message id, if any.
+pub async fn put_off_first(db: &Db, now: i64) -> Result<Option<String>, sqlx::Error> {
+    let row = db
+        .write_fetch_optional(sql!(
+            "SELECT q.provider_message_id FROM waiting_provider_events q \
+             WHERE q.check_at <= $1 AND q.due_at <= $1 AND EXISTS \
+             (SELECT 1 FROM messages m WHERE m.provider_message_id = q.provider_message_id) \
+             ORDER BY q.check_at LIMIT 1",
+            now
+        ))
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let pid = row.text("provider_message_id")?;
+    db.write_statement(sql!(
+        "UPDATE waiting_provider_events SET check_at = $1 WHERE provider_message_id = $2",
+        now.saturating_add(LONGEST_RECHECK_MICROS),
+        pid.as_str()
+    ))
+    .await?;
+    Ok(Some(pid))
+}
+
+async fn sweep_in(
+    tx: &mut Tx,
+    backend: Backend,
+    now: i64,
+    messages: i64,
+) -> Result<Swept, sqlx::Error> {
     if backend == Backend::Postgres {
         let got = Sql::new(&format!(
             "SELECT CAST(CASE WHEN pg_try_advisory_xact_lock({SWEEP_LOCK}) THEN 1 ELSE 0 END AS BIGINT) AS got"
@@ -264,13 +300,13 @@ async fn sweep_in(tx: &mut Tx, backend: Backend, now: i64) -> Result<Swept, sqlx
             " AND EXISTS (SELECT 1 FROM messages m WHERE m.provider_message_id = q.provider_message_id) \
              ORDER BY q.check_at LIMIT ",
         )
-        .bind(SWEEP_MESSAGES)
+        .bind(messages)
         .push(") ORDER BY w.seq");
     if backend == Backend::Postgres {
         q.push(" FOR UPDATE");
     }
     let rows = q.fetch_all_tx(tx).await?;
-    let full = rows.len() as i64 >= SWEEP_MESSAGES;
+    let full = rows.len() as i64 >= messages;
     let mut seqs = Vec::with_capacity(rows.len());
     let mut batch = Vec::with_capacity(rows.len());
     for row in &rows {
@@ -502,6 +538,48 @@ mod tests {
             assert_eq!(sweep(&db, due_at).await.unwrap().applied, 1);
             assert_eq!(status_and_error(&db, &id).await.0, "bounced");
             assert_eq!(outbox(&db).await, ["email.bounced"]);
+        })
+        .await;
+    }
+
+    /// A message whose waiting events cannot be applied (here a row no
+    /// version of the service wrote) is put off; the others still go.
+    #[tokio::test]
+    async fn a_message_whose_events_fail_is_put_off_and_holds_up_no_other() {
+        on_each_backend("waiting-poison", |db| async move {
+            let (bad, bad_pid) = new_message();
+            let (good, good_pid) = new_message();
+            record_sent_message(&db, &bad, &bad_pid).await;
+            record_sent_message(&db, &good, &good_pid).await;
+            let now = clock::now_micros();
+            db.write_statement(sql!(
+                "INSERT INTO waiting_provider_events (provider_message_id, kind, recipients, \
+                 occurred_at, due_at, check_at, expires_at, created_at) \
+                 VALUES ($1, 'no such kind', '[]', $2, $2, $2, $3, $2)",
+                bad_pid.as_str(),
+                now,
+                now + SECOND * 3600
+            ))
+            .await
+            .unwrap();
+            let planned = [PlannedEvent {
+                event: event(&good_pid, Delivery, None),
+                due_at: now + 1,
+            }];
+            db.write_statement(planned_insert(&planned, now).unwrap())
+                .await
+                .unwrap();
+            let at = now + SECOND;
+            assert!(sweep(&db, at).await.is_err());
+            assert!(sweep_some(&db, at, 1).await.is_err());
+            assert_eq!(put_off_first(&db, at).await.unwrap(), Some(bad_pid));
+            assert_eq!(sweep(&db, at).await.unwrap().applied, 1);
+            assert_eq!(status_and_error(&db, &good).await.0, "delivered");
+            assert_eq!(status_and_error(&db, &bad).await.0, "sent");
+            assert_eq!(
+                next_check(&db).await.unwrap(),
+                Some(at + LONGEST_RECHECK_MICROS)
+            );
         })
         .await;
     }
