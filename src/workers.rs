@@ -42,7 +42,7 @@ pub async fn provider_events(db: Db) {
                 // Alone, the message that fails is found and put off, so
                 // that it holds up no other (a failing database fails
                 // these too, and the next round tries again).
-                if let Err(e) = waiting_events::sweep_some(&db, now, 1).await {
+                if let Err(e) = waiting_events::sweep_first_alone(&db, now).await {
                     match waiting_events::put_off_first(&db, now).await {
                         Ok(Some(pid)) => tracing::error!(
                             provider_message_id = %pid, error = %e,
