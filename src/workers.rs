@@ -1,6 +1,6 @@
 //! Background work that runs beside the HTTP API.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::clock;
 use crate::core::idempotency;
@@ -12,11 +12,17 @@ use crate::store::Db;
 /// under load each sweep applies a batch rather than one event.
 const SWEEP_POLL: Duration = Duration::from_millis(50);
 const SWEEP_SPACING: Duration = Duration::from_millis(10);
+const MAINTAIN_EVERY: Duration = Duration::from_secs(1);
 
 /// Applies waiting provider events as they fall due or their messages
 /// appear (the simulator's outcomes, SNS events that beat their send's
 /// record), every process on its own; one sweeps at a time.
 pub async fn provider_events(db: Db) {
+    // Expiry and putting off unmatched events: after a sweep that applied
+    // nothing (else unmatched events due would keep the loop busy), and at
+    // least every MAINTAIN_EVERY under load.
+    let mut maintained = Instant::now();
+    let mut maintain = true;
     loop {
         let now = clock::now_micros();
         let next = match waiting_events::next_check(&db).await {
@@ -33,7 +39,18 @@ pub async fn provider_events(db: Db) {
             tokio::time::sleep(wait).await;
             continue;
         }
-        match waiting_events::sweep(&db, now).await {
+        maintain |= maintained.elapsed() >= MAINTAIN_EVERY;
+        let swept =
+            waiting_events::sweep_with(&db, now, waiting_events::SWEEP_MESSAGES, maintain).await;
+        if let Ok(s) = &swept
+            && !s.busy
+        {
+            if maintain {
+                maintained = Instant::now();
+            }
+            maintain = s.applied == 0;
+        }
+        match swept {
             Ok(swept) if swept.full => continue,
             Ok(swept) if swept.busy => tokio::time::sleep(SWEEP_POLL).await,
             Ok(_) => tokio::time::sleep(SWEEP_SPACING).await,
