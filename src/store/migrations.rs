@@ -384,7 +384,6 @@ CREATE TABLE waiting_provider_events (
 );
 CREATE INDEX waiting_provider_events_message ON waiting_provider_events (provider_message_id, seq);
 CREATE INDEX waiting_provider_events_check ON waiting_provider_events (check_at);
-CREATE INDEX waiting_provider_events_expiry ON waiting_provider_events (expires_at);
 "#;
 
 /// `GET /threads?folder=spam` (or trash, drafts) walked every thread when few
