@@ -17,10 +17,10 @@ use crate::core::paging::CursorSigner;
 use crate::core::quota::QuotaGuard;
 use crate::core::sending::Sending;
 use crate::dns::Dns;
+use crate::provider::Provider;
 use crate::provider::ses::SesProvider;
 use crate::provider::simulator::Simulator;
 use crate::provider::sns::{HttpsCertFetcher, SnsVerifier};
-use crate::provider::{EventSink, Provider};
 use crate::sql;
 use crate::store::{Backend, Db, RowExt};
 
@@ -42,8 +42,6 @@ pub struct AppState {
     pub memory: MemoryBudget,
     /// Verifies SNS deliveries at `/sns/ses` (SES events and inbound mail).
     pub sns: Arc<SnsVerifier>,
-    /// Provider events waiting for ingestion (retried while their message is unknown).
-    pub provider_events: EventSink,
     /// Webhook delivery engine (and the sender used by ping and replay).
     pub webhooks: crate::webhooks::Webhooks,
 }
@@ -70,13 +68,11 @@ impl AppState {
         let dns = Dns::new(config.dns_servers.as_deref())
             .map_err(|e| anyhow::anyhow!("PIGEONHOLE_DNS_SERVERS: {e}"))?;
         let cursor_key = shared_secret(&db, "cursor_key").await?;
-        let (sink, events) = tokio::sync::mpsc::unbounded_channel();
-        provider.attach_events(sink.clone());
         let sns = SnsVerifier::new(
             config.sns_topics.clone(),
             Arc::new(HttpsCertFetcher::new().map_err(|e| anyhow::anyhow!("{e}"))?),
         );
-        tokio::spawn(crate::workers::provider_events(db.clone(), events));
+        tokio::spawn(crate::workers::provider_events(db.clone()));
         tokio::spawn(crate::workers::purge_expired(db.clone()));
         let dns = Arc::new(dns);
         let webhooks = crate::webhooks::Webhooks::start(db.clone(), &config, dns.clone());
@@ -99,7 +95,6 @@ impl AppState {
             metrics: Arc::new(Metrics::default()),
             quota,
             sns: Arc::new(sns),
-            provider_events: sink,
             webhooks,
         })
     }

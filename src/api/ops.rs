@@ -1,5 +1,7 @@
 //! Operations endpoints: liveness, readiness, metrics, and `/me`.
 
+use std::fmt::Write;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -7,6 +9,7 @@ use axum::response::IntoResponse;
 
 use crate::api::extract::Auth;
 use crate::app::AppState;
+use crate::core::waiting_events;
 use crate::error::ApiResult;
 use crate::model::keys::ApiKey;
 use crate::model::ops::{Health, HealthStatus, Readiness, ReadinessStatus};
@@ -61,10 +64,24 @@ pub async fn readyz(State(s): State<AppState>) -> (StatusCode, Json<Readiness>) 
     responses((status = 200, description = "Metrics in the Prometheus text exposition format.",
         body = String, content_type = "text/plain")))]
 pub async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(),
-    )
+    let mut text = s.metrics.render();
+    // Read from the database, so that every process reports the same count.
+    match waiting_events::counts(&s.db).await {
+        Ok((waiting, unmatched)) => {
+            text.push_str(
+                "# HELP pigeonhole_provider_events_waiting Provider events stored and not applied yet (planned outcomes not due, or no message yet).\n\
+                 # TYPE pigeonhole_provider_events_waiting gauge\n",
+            );
+            let _ = writeln!(text, "pigeonhole_provider_events_waiting {waiting}");
+            text.push_str(
+                "# HELP pigeonhole_provider_events_unmatched Provider events waiting for a message that is not recorded (dropped after 7 days).\n\
+                 # TYPE pigeonhole_provider_events_unmatched gauge\n",
+            );
+            let _ = writeln!(text, "pigeonhole_provider_events_unmatched {unmatched}");
+        }
+        Err(e) => tracing::warn!(error = %e, "counting waiting provider events failed"),
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 /// The calling API key

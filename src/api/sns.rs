@@ -10,7 +10,7 @@ use crate::api::extract::RawBody;
 use crate::app::AppState;
 use crate::config::Environment;
 use crate::core::error::UpstreamKind;
-use crate::core::provider_events::{self, Ingested};
+use crate::core::waiting_events;
 use crate::error::{ApiError, ApiResult};
 use crate::model::ops::{SnsMessage, SnsResult};
 use crate::provider::sns::{self, SesNotification, SnsKind};
@@ -26,7 +26,7 @@ use crate::provider::sns::{self, SesNotification, SnsKind};
         (SnsMessage = "application/json"),
     )),
     responses(
-        (status = 200, description = "Accepted: a notification was applied, or a subscription confirmed.",
+        (status = 200, description = "Accepted: a notification was applied or stored to wait for its message, or a subscription confirmed.",
             body = SnsResult),
         (status = 403, description = "Refused."),
         (status = 413, description = "Too large."),
@@ -86,13 +86,10 @@ pub async fn receive(
             match sns::parse_ses_notification(&msg.message) {
                 Ok(SesNotification::Event(mut ev)) => {
                     ev.delivery_id = Some(msg.message_id.clone());
-                    match provider_events::ingest(&s.db, &ev).await? {
-                        Ingested::Applied => {}
-                        // The send may not be recorded yet: retry in-process.
-                        Ingested::UnknownMessage => {
-                            let _ = s.provider_events.send(ev);
-                        }
-                    }
+                    // Applied, or stored to wait for its message (the send
+                    // may not be recorded yet), before SNS hears 200; a
+                    // database failure answers 500 and SNS retries.
+                    waiting_events::ingest_durably(&s.db, ev).await?;
                 }
                 Ok(SesNotification::Received {
                     recipients,

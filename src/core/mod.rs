@@ -29,3 +29,4 @@ pub mod thread_actions;
 pub mod threads;
 pub mod tracking;
 pub mod validate;
+pub mod waiting_events;

@@ -96,7 +96,7 @@ pub async fn ingest_all(db: &Db, events: Vec<ProviderEvent>) -> Result<Vec<Inges
 /// already have are read once for the whole batch, and every write but the
 /// rare ones (SNS dedupe, suppressions, opens) goes out in one call at the
 /// end: per batch, not per event, trips to the connection.
-async fn ingest_batch_in(
+pub(crate) async fn ingest_batch_in(
     tx: &mut crate::store::Tx,
     backend: Backend,
     events: &[ProviderEvent],

@@ -25,6 +25,7 @@ use crate::core::search;
 use crate::core::suppressions;
 use crate::core::threads::{self, ThreadContribution};
 use crate::core::validate;
+use crate::core::waiting_events;
 use crate::ids;
 use crate::mime::compose::{self, Composition, Named, OutgoingAttachment};
 use crate::model::Timestamp;
@@ -34,7 +35,7 @@ use crate::model::messages::MessageStatus;
 use crate::model::sending::{SendRequest, SendResult};
 use crate::model::threads::Participant;
 use crate::model::webhooks::EventName;
-use crate::provider::{OutgoingMessage, Provider, ProviderError};
+use crate::provider::{OutgoingMessage, PlannedEvent, Provider, ProviderError};
 use crate::sql;
 use crate::store::{Backend, Db, JobFuture, RowExt, SharedText, Sql, Tx, execute_all};
 
@@ -934,9 +935,16 @@ pub async fn start(
         }
     };
 
+    // What the provider already knows it will report (the simulator's
+    // outcomes): stored with the record, so a crash cannot lose them.
+    let planned = match &provider_message_id {
+        Some(pid) => ctx.provider.planned_events(pid, &recipients, done_at),
+        None => Vec::new(),
+    };
+
     // 2. One transaction records the attempt whatever its outcome: the
     // message with its thread, recipients, attachments, search entry, its
-    // `send` event and the outbox event.
+    // `send` event, the outbox event and the planned provider events.
     let message = Message {
         id: id.clone(),
         thread_id: String::new(),
@@ -999,6 +1007,7 @@ pub async fn start(
         bodies,
         done_at,
         event,
+        planned: Arc::new(planned),
     };
     let first = ctx.db.write_queued_sized(bound, job.clone().work()).await;
     let written = retry_record_on_connection_faults(ctx.db.clone(), bound, job, first);
@@ -1022,6 +1031,9 @@ struct RecordJob {
     bodies: Bodies,
     done_at: i64,
     event: EventName,
+    /// The provider's outcomes known ahead (the simulator's), shared by
+    /// every try.
+    planned: Arc<Vec<PlannedEvent>>,
 }
 
 impl RecordJob {
@@ -1041,6 +1053,7 @@ impl RecordJob {
                     &self.bodies,
                     self.done_at,
                     self.event,
+                    &self.planned,
                 )
                 .await
             })
@@ -1145,6 +1158,7 @@ async fn record(
     bodies: &Bodies,
     done_at: i64,
     event: EventName,
+    planned: &[PlannedEvent],
 ) -> Result<Message, CoreError> {
     // Reads come first; every write is collected and sent at the end as one
     // batch (see `store::execute_all`).
@@ -1189,6 +1203,7 @@ async fn record(
     writes.push(thread_change);
     writes.push(message_insert(&m, bodies, open_token));
     writes.extend(recipients_insert(&m));
+    writes.extend(waiting_events::planned_insert(planned, done_at));
     for a in &input.attachments {
         writes.push(sql!(
             "INSERT INTO attachments (id, message_id, filename, content_type, size, content_id, inline, content) \

@@ -9,9 +9,6 @@ pub mod moto_server;
 pub mod ses;
 pub mod simulator;
 
-/// Where a provider that learns about events by itself (the simulator) puts
-/// them; the app drains it into the one ingestion path.
-pub type EventSink = tokio::sync::mpsc::UnboundedSender<ProviderEvent>;
 pub mod sns;
 
 /// An identity's verification status: the same enum the API answers with.
@@ -94,9 +91,28 @@ pub trait Provider: Send + Sync + 'static {
     /// Current sending quota.
     async fn quota(&self) -> Result<Quota, ProviderError>;
 
-    /// Gives the provider a sink for events it produces itself. SES does not:
-    /// its events arrive over SNS.
-    fn attach_events(&self, _sink: EventSink) {}
+    /// The events a provider that decides them itself (the simulator) will
+    /// report about a message it has just accepted, each with the time it is
+    /// due. The send's record stores them in its own transaction, so they
+    /// arrive even if the process dies before they are due (see
+    /// `core::waiting_events`). SES decides nothing ahead: its events arrive
+    /// over SNS.
+    fn planned_events(
+        &self,
+        _provider_message_id: &str,
+        _recipients: &[String],
+        _accepted_at: i64,
+    ) -> Vec<PlannedEvent> {
+        Vec::new()
+    }
+}
+
+/// A provider event known ahead, and when it is due (microseconds since the
+/// epoch).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedEvent {
+    pub event: ProviderEvent,
+    pub due_at: i64,
 }
 
 /// What the provider reports about a message after accepting it.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    EventSink, IdentityInfo, IdentityStatus, OutgoingMessage, Provider, ProviderError,
+    IdentityInfo, IdentityStatus, OutgoingMessage, PlannedEvent, Provider, ProviderError,
     ProviderEvent, ProviderEventKind, Quota,
 };
 
@@ -19,7 +19,6 @@ const DAY_MICROS: i64 = 24 * 3600 * 1_000_000;
 
 pub struct Simulator {
     outbox: Option<PathBuf>,
-    sink: Mutex<Option<EventSink>>,
     daily_quota: u64,
     /// (sent at, recipients) of the last 24 hours.
     sent: Mutex<VecDeque<(i64, u64)>>,
@@ -30,7 +29,6 @@ impl Simulator {
     pub fn new(outbox: Option<PathBuf>) -> Simulator {
         Simulator {
             outbox,
-            sink: Mutex::new(None),
             daily_quota: DEFAULT_DAILY_QUOTA,
             sent: Mutex::new(VecDeque::new()),
             outcome_delay: Duration::from_millis(50),
@@ -40,6 +38,13 @@ impl Simulator {
     /// A simulator whose 24-hour quota is `max` messages.
     pub fn with_daily_quota(mut self, max: u64) -> Simulator {
         self.daily_quota = max;
+        self
+    }
+
+    /// A simulator whose outcomes are due `delay` after each send (50 ms
+    /// unless set).
+    pub fn with_outcome_delay(mut self, delay: Duration) -> Simulator {
+        self.outcome_delay = delay;
         self
     }
 
@@ -55,14 +60,13 @@ impl Simulator {
     }
 
     /// What the SES mailbox simulator does for each recipient.
-    fn outcomes(provider_message_id: &str, recipients: &[String]) -> Vec<ProviderEvent> {
+    fn outcomes(provider_message_id: &str, recipients: &[String], at: i64) -> Vec<ProviderEvent> {
         let mut out = Vec::new();
         for r in recipients {
             let local = match r.rsplit_once('@') {
                 Some((l, "simulator.amazonses.com")) => l.split('+').next().unwrap_or(l),
                 _ => "",
             };
-            let at = crate::clock::now_micros();
             let ev = |kind, detail: Option<&str>| ProviderEvent {
                 provider_message_id: provider_message_id.to_string(),
                 kind,
@@ -173,24 +177,23 @@ impl Provider for Simulator {
         if let Ok(mut sent) = self.sent.lock() {
             sent.push_back((now, message.recipients.len() as u64));
         }
-        let sink = self.sink.lock().ok().and_then(|s| s.clone());
-        if let Some(sink) = sink {
-            let (pid, recipients) = (id.clone(), message.recipients.clone());
-            let delay = self.outcome_delay;
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                for ev in Simulator::outcomes(&pid, &recipients) {
-                    let _ = sink.send(ev);
-                }
-            });
-        }
         Ok(id)
     }
 
-    fn attach_events(&self, sink: EventSink) {
-        if let Ok(mut s) = self.sink.lock() {
-            *s = Some(sink);
-        }
+    /// Each recipient's outcome, due `outcome_delay` after the send: stored
+    /// with the send's record, so that, as with SES and SNS, a process that
+    /// dies before they are due loses none of them.
+    fn planned_events(
+        &self,
+        provider_message_id: &str,
+        recipients: &[String],
+        accepted_at: i64,
+    ) -> Vec<PlannedEvent> {
+        let due_at = accepted_at.saturating_add(self.outcome_delay.as_micros() as i64);
+        Simulator::outcomes(provider_message_id, recipients, due_at)
+            .into_iter()
+            .map(|event| PlannedEvent { event, due_at })
+            .collect()
     }
 
     async fn quota(&self) -> Result<Quota, ProviderError> {

@@ -359,11 +359,38 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
     },
     Migration {
         version: 11,
+        name: "waiting provider events",
+        sqlite: WAITING_PROVIDER_EVENTS,
+        postgres: WAITING_PROVIDER_EVENTS,
+    },
+    Migration {
+        version: 12,
         name: "rate windows",
         sqlite: RATE_WINDOWS,
         postgres: RATE_WINDOWS,
     },
 ];
+
+/// Provider events not applied yet (`core::waiting_events`): for a message
+/// not recorded yet, or planned (the simulator's outcomes) and not due yet.
+/// `seq` is the arrival order; `{SEQ}` is filled per dialect.
+const WAITING_PROVIDER_EVENTS: &str = r#"
+CREATE TABLE waiting_provider_events (
+    seq {SEQ},
+    provider_message_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    recipients TEXT NOT NULL,
+    detail TEXT,
+    occurred_at BIGINT NOT NULL,
+    delivery_id TEXT,
+    due_at BIGINT NOT NULL,
+    check_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX waiting_provider_events_message ON waiting_provider_events (provider_message_id, seq);
+CREATE INDEX waiting_provider_events_check ON waiting_provider_events (check_at);
+"#;
 
 /// Calls leased per key and one-minute window by the processes of a
 /// deployment (`core::rate_windows`); `granted` is the last lease's size.
@@ -443,8 +470,10 @@ fn ddl(m: &Migration, backend: Backend) -> String {
                CREATE INDEX messages_search ON messages USING GIN (search);"
         }
         (10, Backend::Sqlite) => format!("{}{}", m.sqlite, search::thread_index_backfill()),
-        (_, Backend::Sqlite) => m.sqlite.to_string(),
-        (_, Backend::Postgres) => m.postgres.to_string(),
+        // An INTEGER PRIMARY KEY is SQLite's rowid: each new row's is above
+        // every row's there is, which is all the order `seq` must keep.
+        (_, Backend::Sqlite) => m.sqlite.replace("{SEQ}", "INTEGER PRIMARY KEY"),
+        (_, Backend::Postgres) => m.postgres.replace("{SEQ}", "BIGSERIAL PRIMARY KEY"),
     }
 }
 

@@ -8,7 +8,7 @@ use pigeonhole::config::Config;
 use pigeonhole::dns_test_server::TestDnsServer;
 use pigeonhole::provider::simulator::Simulator;
 use pigeonhole::provider::{
-    EventSink, IdentityInfo, OutgoingMessage, Provider, ProviderError, Quota,
+    IdentityInfo, OutgoingMessage, PlannedEvent, Provider, ProviderError, Quota,
 };
 use pigeonhole::store::Db;
 use serde_json::Value;
@@ -408,8 +408,8 @@ pub trait Wrapping: Send + Sync + 'static {
     async fn quota(&self) -> Result<Quota, ProviderError> {
         self.inner().quota().await
     }
-    fn attach_events(&self, sink: EventSink) {
-        self.inner().attach_events(sink)
+    fn planned_events(&self, pid: &str, recipients: &[String], at: i64) -> Vec<PlannedEvent> {
+        self.inner().planned_events(pid, recipients, at)
     }
 }
 
@@ -439,8 +439,8 @@ impl<W: Wrapping> Provider for Wrapped<W> {
     async fn quota(&self) -> Result<Quota, ProviderError> {
         self.0.quota().await
     }
-    fn attach_events(&self, sink: EventSink) {
-        self.0.attach_events(sink)
+    fn planned_events(&self, pid: &str, recipients: &[String], at: i64) -> Vec<PlannedEvent> {
+        self.0.planned_events(pid, recipients, at)
     }
 }
 

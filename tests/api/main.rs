@@ -23,6 +23,7 @@ mod message_memory;
 mod openapi;
 mod ops;
 mod processes;
+mod provider_events;
 mod reach_writes;
 mod received;
 mod receiver;

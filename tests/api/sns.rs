@@ -7,7 +7,7 @@ use crate::helpers::{TestApp, Wrapped, Wrapping, assert_error, eventually, spawn
 use pigeonhole::provider::simulator::Simulator;
 use pigeonhole::provider::sns::SnsVerifier;
 use pigeonhole::provider::sns::testing::TestSigner;
-use pigeonhole::provider::{EventSink, Provider};
+use pigeonhole::provider::{PlannedEvent, Provider};
 use pigeonhole::sql;
 
 pub const TOPIC: &str = "arn:aws:sns:us-east-1:123456789012:ses-events";
@@ -32,7 +32,9 @@ impl Wrapping for QuietSes {
         "us-east-1".into()
     }
     // Like SES: outcomes arrive through SNS only.
-    fn attach_events(&self, _sink: EventSink) {}
+    fn planned_events(&self, _: &str, _: &[String], _: i64) -> Vec<PlannedEvent> {
+        Vec::new()
+    }
 }
 
 /// An app whose provider answers like SES and whose SNS endpoint trusts
@@ -67,7 +69,7 @@ async fn send(app: &TestApp, to: &str) -> (String, String) {
     )
 }
 
-fn ses_event(kind: &str, pid: &str, to: &str) -> Value {
+pub fn ses_event(kind: &str, pid: &str, to: &str) -> Value {
     let ts = "2026-11-22T10:00:00.000Z";
     let mail = json!({"timestamp": ts, "messageId": pid, "source": "team@example.com", "destination": [to]});
     let mut e = json!({"eventType": kind, "mail": mail});
