@@ -72,6 +72,17 @@ struct Slot {
     spent: bool,
 }
 
+impl Slot {
+    fn new(window: u64) -> Slot {
+        Slot {
+            window,
+            unspent: 0,
+            leased: 0,
+            spent: false,
+        }
+    }
+}
+
 /// The per-key limit for the whole deployment; calls without a key (limited
 /// per client address, against key guessing) stay counted per process.
 pub struct SharedRateLimiter {
@@ -109,12 +120,9 @@ impl SharedRateLimiter {
             };
         {
             let mut slots = lock(&self.slots);
-            let slot = slots.entry(who.to_string()).or_insert(Slot {
-                window,
-                unspent: 0,
-                leased: 0,
-                spent: false,
-            });
+            let slot = slots
+                .entry(who.to_string())
+                .or_insert_with(|| Slot::new(window));
             if slot.window == window {
                 slot.unspent += lease.granted;
                 slot.leased = slot.leased.max(lease.leased);
@@ -137,12 +145,7 @@ impl SharedRateLimiter {
         }
         let slot = slots.get_mut(who)?;
         if slot.window != window {
-            *slot = Slot {
-                window,
-                unspent: 0,
-                leased: 0,
-                spent: false,
-            };
+            *slot = Slot::new(window);
         }
         if slot.unspent > 0 {
             slot.unspent -= 1;

@@ -1091,7 +1091,15 @@ fn retry_record_on_connection_faults(
             }
             tracing::warn!(id = %job.message.id, "a send's record lost its connection; writing it again");
             tokio::time::sleep(delay).await;
-            match already_recorded(&db, &job.message.id).await {
+            // A commit whose acknowledgement was lost may have gone through.
+            let recorded = crate::core::messages::get(
+                &db,
+                &crate::auth::Reach::Account,
+                crate::core::messages::Direction::Outbound,
+                &job.message.id,
+            )
+            .await;
+            match recorded {
                 Ok(Some(message)) => return Ok(message),
                 Ok(None) => {}
                 Err(e) => {
@@ -1103,19 +1111,6 @@ fn retry_record_on_connection_faults(
         }
         result
     })
-}
-
-/// The message as recorded, if a record whose commit went unacknowledged
-/// did commit.
-async fn already_recorded(db: &Db, id: &str) -> Result<Option<Message>, sqlx::Error> {
-    let row = Sql::new(&format!(
-        "SELECT {} FROM messages m WHERE m.id = ",
-        crate::core::messages::COLUMNS
-    ))
-    .bind(id)
-    .fetch_optional(db.writer())
-    .await?;
-    row.map(|r| Message::from_row(&r)).transpose()
 }
 
 /// A send's bodies, shared (not copied) by the message built from them,
