@@ -879,11 +879,25 @@ impl Db {
     /// fail instead of waiting if the group writer committed in between.
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
         match self.backend {
-            Backend::Sqlite => self
-                .writer
-                .begin_with("BEGIN IMMEDIATE")
-                .await
-                .map(Tx::from),
+            Backend::Sqlite => match self.writer.begin_with("BEGIN IMMEDIATE").await {
+                // SQLite rolls a whole transaction back by itself on some
+                // errors (a full disk, an I/O error); sqlx's ROLLBACK then
+                // fails and it goes on counting the transaction as open, so
+                // every later BEGIN on that connection is refused. The
+                // connection is dropped from the pool for a new one.
+                Err(sqlx::Error::InvalidSavePointStatement) => {
+                    tracing::warn!(
+                        "the SQLite write connection lost its transaction; replacing it"
+                    );
+                    let stale = self.writer.acquire().await?.detach();
+                    let _ = sqlx::Connection::close_hard(stale).await;
+                    self.writer
+                        .begin_with("BEGIN IMMEDIATE")
+                        .await
+                        .map(Tx::from)
+                }
+                other => other.map(Tx::from),
+            },
             Backend::Postgres => self.writer.begin().await.map(Tx::from),
         }
     }

@@ -188,3 +188,112 @@ async fn a_database_outage_is_503_with_retry_after_and_the_service_recovers_by_i
         received.text
     );
 }
+
+/// Runs `pragma` on the write pool's connection (everything but sends and
+/// inbound mail) and, if `group_writer_too`, the group writer's.
+async fn set_on_writers(app: &TestApp, pragma: &str, group_writer_too: bool) {
+    use pigeonhole::store::Sql;
+    if group_writer_too {
+        app.db.write_statement(Sql::new(pragma)).await.unwrap();
+    }
+    Sql::new(pragma).execute(app.db.writer()).await.unwrap();
+}
+
+/// How many drafts and received messages are listed (reads must go on).
+async fn drafts_and_received(app: &TestApp) -> (usize, usize) {
+    let (d, r) = (
+        app.get("/api/v1/drafts").await,
+        app.get("/api/v1/messages").await,
+    );
+    assert_eq!(d.status, 200, "reads go on: {}", d.text);
+    assert_eq!(r.status, 200, "reads go on: {}", r.text);
+    (
+        d.body["data"].as_array().map_or(0, Vec::len),
+        r.body["data"].as_array().map_or(0, Vec::len),
+    )
+}
+
+/// SQLite out of space and read-only (issue 15): the writer's connection is
+/// capped at the pages the file has (`max_page_count`, which SQLite answers
+/// with `SQLITE_FULL` as it does a full disk) or made read-only
+/// (`query_only`). Writes are refused with 507 or 503 and `Retry-After`,
+/// inbound mail is deferred, reads go on, nothing is half written, and the
+/// same requests succeed once space returns, without a restart.
+#[tokio::test]
+async fn sqlite_out_of_space_is_507_read_only_is_503_and_both_recover() {
+    use pigeonhole::sql;
+    use pigeonhole::store::RowExt;
+    if std::env::var("PIGEONHOLE_TEST_POSTGRES_URL").is_ok() {
+        return; // SQLite's own faults
+    }
+    let app = spawn_app_with(|_| {}).await;
+    app.verified_domain("ours.test").await;
+    app.mailbox("inbox@ours.test").await;
+    let smtp = start_smtp(&app, test_config()).await;
+    // Large enough to need new pages whatever the free list holds.
+    let big = "words ".repeat(100_000);
+    let draft =
+        json!({"from": "inbox@ours.test", "to": "ann@x.test", "subject": "big", "text": big});
+    let mail = format!(
+        "Subject: big\n\n{}",
+        "words words words words\n".repeat(25_000)
+    );
+    // Read-only is set on the write pool's connection alone: the group
+    // writer could then not even begin the statement that lifts it.
+    for (round, (fault, on, off, status, group_writer_too)) in [
+        (
+            "out of space",
+            "PRAGMA max_page_count = {pages}",
+            "PRAGMA max_page_count = 1073741823",
+            507,
+            true,
+        ),
+        (
+            "read-only",
+            "PRAGMA query_only = ON",
+            "PRAGMA query_only = OFF",
+            503,
+            false,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let pages = app
+            .db
+            .write_fetch_optional(sql!("PRAGMA page_count"))
+            .await
+            .unwrap()
+            .unwrap()
+            .int("page_count")
+            .unwrap();
+        let on = on.replace("{pages}", &pages.to_string());
+        set_on_writers(&app, &on, group_writer_too).await;
+        let r = app.post("/api/v1/drafts", draft.clone()).await;
+        let short = |r: &crate::helpers::Resp| r.text.chars().take(300).collect::<String>();
+        assert_eq!(r.status, status, "{fault}: {}", short(&r));
+        assert_eq!(r.body["code"], "server_error", "{fault}: {}", short(&r));
+        assert_eq!(r.header("retry-after"), Some("30"), "{fault}");
+        if group_writer_too {
+            let deferred = send(smtp.addr, "a@x.test", &["inbox@ours.test"], &mail).await;
+            let code = deferred["data"][0].as_u64().unwrap_or(0);
+            assert!((400..500).contains(&code), "{fault}: {deferred}");
+        }
+        assert_eq!(
+            drafts_and_received(&app).await,
+            (round, round),
+            "{fault}: nothing half written"
+        );
+
+        set_on_writers(&app, off, group_writer_too).await;
+        let r = app.post("/api/v1/drafts", draft.clone()).await;
+        assert_eq!(r.status, 201, "{fault}, recovered: {}", short(&r));
+        let stored = send(smtp.addr, "a@x.test", &["inbox@ours.test"], &mail).await;
+        assert_eq!(stored["data"][0], 250, "{fault}, recovered: {stored}");
+        assert_eq!(
+            drafts_and_received(&app).await,
+            (round + 1, round + 1),
+            "{fault}"
+        );
+    }
+}
