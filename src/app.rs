@@ -74,6 +74,10 @@ impl AppState {
         );
         tokio::spawn(crate::workers::provider_events(db.clone()));
         tokio::spawn(crate::workers::purge_expired(db.clone()));
+        tokio::spawn(crate::workers::interrupted_sends(
+            db.clone(),
+            config.interrupted_sends,
+        ));
         let dns = Arc::new(dns);
         let webhooks = crate::webhooks::Webhooks::start(db.clone(), &config, dns.clone());
         let quota = Arc::new(QuotaGuard::new(provider.clone()));

@@ -55,6 +55,9 @@ pub struct Config {
     pub message_memory_budget: usize,
     /// How long a large HTTP request waits for that memory before a 503.
     pub message_memory_wait: Duration,
+    /// When a keyed send counts as interrupted, and how long its message
+    /// then waits for the provider's events (see `core::interrupted`).
+    pub interrupted_sends: crate::core::interrupted::Timings,
 }
 
 /// `PIGEONHOLE_MESSAGE_MEMORY_BUDGET` when unset: 512 MiB.
@@ -135,6 +138,8 @@ const VARS: &[&str] = &[
     "PIGEONHOLE_HTTP_MAX_URI_BYTES",
     "PIGEONHOLE_MESSAGE_MEMORY_BUDGET",
     "PIGEONHOLE_MESSAGE_MEMORY_WAIT",
+    "PIGEONHOLE_INTERRUPTED_SEND_AFTER",
+    "PIGEONHOLE_INTERRUPTED_SEND_GIVE_UP",
 ];
 
 impl Config {
@@ -398,6 +403,13 @@ impl Config {
         }
         let wait_var = "PIGEONHOLE_MESSAGE_MEMORY_WAIT";
         let message_memory_wait = parse_seconds(wait_var, &get(wait_var).unwrap_or("10".into()))?;
+        let defaults = crate::core::interrupted::Timings::default();
+        let interrupted_sends = crate::core::interrupted::Timings {
+            stale_after: duration("PIGEONHOLE_INTERRUPTED_SEND_AFTER")?
+                .unwrap_or(defaults.stale_after),
+            give_up_after: duration("PIGEONHOLE_INTERRUPTED_SEND_GIVE_UP")?
+                .unwrap_or(defaults.give_up_after),
+        };
 
         Ok(Config {
             listen,
@@ -427,6 +439,7 @@ impl Config {
             http,
             message_memory_budget,
             message_memory_wait,
+            interrupted_sends,
         })
     }
 }
@@ -685,6 +698,27 @@ mod tests {
         assert_eq!(c.http.max_connections_per_ip, 0);
         let auto = Config::from_map(&map(&[("PIGEONHOLE_HTTP_MAX_CONNECTIONS", "auto")]));
         assert_eq!(auto.unwrap().http.max_connections, None);
+    }
+
+    #[test]
+    fn interrupted_send_timings_are_read_from_the_environment_or_a_file() {
+        let defaults = Config::from_map(&HashMap::new()).unwrap().interrupted_sends;
+        assert_eq!(defaults.stale_after, Duration::from_secs(300));
+        assert_eq!(defaults.give_up_after, Duration::from_secs(900));
+        let c = Config::from_map(&map(&[
+            ("PIGEONHOLE_INTERRUPTED_SEND_AFTER", "3"),
+            ("PIGEONHOLE_INTERRUPTED_SEND_GIVE_UP", "0.5"),
+        ]))
+        .unwrap();
+        assert_eq!(c.interrupted_sends.stale_after, Duration::from_secs(3));
+        assert_eq!(
+            c.interrupted_sends.give_up_after,
+            Duration::from_millis(500)
+        );
+        // Both are names `Config::load` reads.
+        assert!(VARS.contains(&"PIGEONHOLE_INTERRUPTED_SEND_AFTER"));
+        assert!(VARS.contains(&"PIGEONHOLE_INTERRUPTED_SEND_GIVE_UP"));
+        assert!(Config::from_map(&map(&[("PIGEONHOLE_INTERRUPTED_SEND_AFTER", "0")])).is_err());
     }
 
     #[test]

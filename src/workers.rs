@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock;
 use crate::core::waiting_events;
-use crate::core::{idempotency, rate_windows};
+use crate::core::{idempotency, interrupted, rate_windows};
 use crate::store::Db;
 
 /// How often a process looks for waiting provider events that are due
@@ -73,6 +73,32 @@ pub async fn provider_events(db: Db) {
                     tokio::time::sleep(SWEEP_POLL).await;
                 }
             }
+        }
+    }
+}
+
+/// Recovers keyed sends interrupted by a crash without waiting for a retry,
+/// and fails the recovered messages that no provider event claimed (see
+/// `core::interrupted`); every process on its own, often enough for the
+/// configured times.
+pub async fn interrupted_sends(db: Db, timings: interrupted::Timings) {
+    let every = (timings.stale_after.min(timings.give_up_after) / 4)
+        .clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = clock::now_micros();
+        if let Err(e) = interrupted::recover_stale(&db, now, timings.stale_after).await {
+            tracing::warn!(error = %e, "recovering interrupted sends failed");
+        }
+        match interrupted::fail_overdue(&db, now, timings.give_up_after).await {
+            Ok(0) => {}
+            Ok(failed) => tracing::warn!(
+                failed,
+                "interrupted sends that no provider event claimed are now failed"
+            ),
+            Err(e) => tracing::warn!(error = %e, "failing overdue interrupted sends failed"),
         }
     }
 }

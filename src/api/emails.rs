@@ -16,6 +16,7 @@ use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
 use crate::core::error::CoreError;
 use crate::core::idempotency::{self, Begin};
+use crate::core::interrupted::{Intent, RecordKey};
 use crate::core::memory;
 use crate::core::message_lists::{self, MailboxFilter, SentFilter};
 use crate::core::messages::{self, Direction};
@@ -60,7 +61,9 @@ fn fingerprint_if_keyed(keyed: bool, body: &[u8]) -> Result<Option<String>, ApiE
 /// with the same key is 409. Successful replies are stored, and so are the
 /// errors of requests that took effect regardless (a message the provider
 /// accepted but that could not be recorded): a retry must not send again.
-/// `fingerprint` is the request's (see [`fingerprint_if_keyed`]).
+/// `fingerprint` is the request's (see [`fingerprint_if_keyed`]); `intent`
+/// what a send is about to send, written with the key's claim (see
+/// `core::interrupted`).
 ///
 /// `work`, and the storing of its reply, run on a task of their own (see
 /// [`detached`]): a client that goes away (a timeout, a dropped connection)
@@ -73,6 +76,7 @@ async fn idempotent<F, Fut, T>(
     endpoint: &'static str,
     headers: &HeaderMap,
     fingerprint: Option<String>,
+    intent: Option<Intent>,
     work: F,
 ) -> Result<Response, ApiError>
 where
@@ -80,28 +84,19 @@ where
     Fut: std::future::Future<Output = Result<(StatusCode, T), ApiError>> + Send + 'static,
     T: Serialize + Send + 'static,
 {
-    let idem_key = match headers.get(IDEMPOTENCY_KEY) {
-        None => None,
-        Some(v) => {
-            let k = v
-                .to_str()
-                .map_err(|_| ApiError::invalid("Idempotency-Key", "must be visible ASCII"))?
-                .trim()
-                .to_string();
-            if k.is_empty() || k.len() > 255 {
-                return Err(ApiError::invalid(
-                    "Idempotency-Key",
-                    "must be 1 to 255 characters",
-                ));
-            }
-            Some(k)
-        }
-    };
+    let idem_key = idempotency_key(headers)?;
     let (Some(idem_key), Some(fp)) = (idem_key, fingerprint) else {
         let (status, body) = detached(work()).await?;
         return Ok((status, Json(body)).into_response());
     };
-    match idempotency::begin(&state.db, &key.id, endpoint, &idem_key, &fp).await? {
+    let intent = intent.map(|i| i.to_text()).transpose()?;
+    let record = RecordKey {
+        api_key_id: key.id.clone(),
+        endpoint: endpoint.to_string(),
+        key: idem_key.clone(),
+    };
+    let stale_after = state.config.interrupted_sends.stale_after;
+    match idempotency::begin(&state.db, &record, &fp, intent.as_deref(), stale_after).await? {
         Begin::Proceed => {}
         Begin::Replay { status, body } => {
             let mut resp = Response::new(Body::from(body));
@@ -157,6 +152,25 @@ where
     Ok(resp)
 }
 
+/// The request's `Idempotency-Key`, checked, if it has one.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let k = v
+        .to_str()
+        .map_err(|_| ApiError::invalid("Idempotency-Key", "must be visible ASCII"))?
+        .trim()
+        .to_string();
+    if k.is_empty() || k.len() > 255 {
+        return Err(ApiError::invalid(
+            "Idempotency-Key",
+            "must be 1 to 255 characters",
+        ));
+    }
+    Ok(Some(k))
+}
+
 /// Runs `work` to its end on a task of its own, whether or not its caller
 /// waits for it.
 async fn detached<T: Send + 'static>(
@@ -170,6 +184,14 @@ async fn detached<T: Send + 'static>(
 fn to_text(body: &impl Serialize) -> Result<String, ApiError> {
     serde_json::to_string(body)
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("a reply could not be written: {e}")))
+}
+
+/// What a batch item's result says of its error.
+fn item_error(e: &ApiError) -> String {
+    match e {
+        ApiError::Internal(_) => "the server failed to handle this email".to_string(),
+        other => other.to_string(),
+    }
 }
 
 fn parse_send(value: Value) -> Result<SendRequest, ApiError> {
@@ -217,6 +239,21 @@ pub async fn send(
             "the request body could not be parsed"
         )))
     })?;
+    // Checked before the key is claimed, so that an intent names only a
+    // message that may be sent; a refusal is never stored, so a replay is
+    // not changed by it.
+    let mut input = sending::validate_aside(request).await?;
+    if !key.reach.covers_address(&input.from.1) {
+        return Err(ApiError::forbidden(format!(
+            "this API key may not send as {}",
+            input.from.1
+        )));
+    }
+    let intent = fingerprint.is_some().then(|| {
+        let mut intent = Intent::single();
+        intent.send(&mut input);
+        intent
+    });
     let (state, caller) = (s.clone(), key.clone());
     idempotent(
         &s,
@@ -224,8 +261,8 @@ pub async fn send(
         "POST /emails",
         &headers,
         fingerprint,
+        intent,
         move || async move {
-            let input = sending::validate_aside(request).await?;
             // Not `sending::send`, which would run on yet another task.
             let outcome = sending::start(&state, &caller, input)
                 .await?
@@ -292,6 +329,25 @@ pub async fn batch(
             format!("at most {MAX_BATCH} emails per batch"),
         ));
     }
+    // Every item is checked before the key is claimed, so that the intent
+    // holds each one's id or its refusal (see `core::interrupted`).
+    let mut inputs = Vec::with_capacity(items.len());
+    for item in items {
+        inputs.push(match parse_send(item) {
+            Ok(body) => sending::validate_aside(body).await.map_err(ApiError::from),
+            Err(e) => Err(e),
+        });
+    }
+    let intent = fingerprint.is_some().then(|| {
+        let mut intent = Intent::batch();
+        for input in &mut inputs {
+            match input {
+                Ok(input) => intent.send(input),
+                Err(e) => intent.refused(e.status().as_u16(), item_error(e)),
+            }
+        }
+        intent
+    });
     let (state, caller) = (s.clone(), key.clone());
     idempotent(
         &s,
@@ -299,18 +355,15 @@ pub async fn batch(
         "POST /emails/batch",
         &headers,
         fingerprint,
+        intent,
         move || async move {
             let (s, key) = (state, caller);
-            let mut results = Vec::with_capacity(items.len());
+            let mut results = Vec::with_capacity(inputs.len());
             let (mut sent, mut failed) = (0, 0);
             // Sends are attempted in order, one at a time; their records are
             // committed behind them and waited for together.
-            let mut started = Vec::with_capacity(items.len());
-            for item in items {
-                let input = match parse_send(item) {
-                    Ok(body) => sending::validate_aside(body).await.map_err(ApiError::from),
-                    Err(e) => Err(e),
-                };
+            let mut started = Vec::with_capacity(inputs.len());
+            for input in inputs {
                 started.push(match input {
                     Ok(input) => sending::start(&s, &key, input)
                         .await
@@ -344,18 +397,12 @@ pub async fn batch(
                                 "batch item failed"
                             );
                         }
-                        let message = match &e {
-                            ApiError::Internal(_) => {
-                                "the server failed to handle this email".to_string()
-                            }
-                            other => other.to_string(),
-                        };
                         results.push(BatchItem {
                             index,
                             ok: false,
                             id: None,
                             thread_id: None,
-                            error: Some(message),
+                            error: Some(item_error(&e)),
                             status: Some(e.status().as_u16()),
                         });
                     }

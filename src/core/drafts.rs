@@ -250,6 +250,7 @@ pub async fn send(
         in_reply_to: d.in_reply_to.clone(),
         references: Vec::new(),
         attachments: Vec::new(),
+        preassigned: None,
     };
     let db = ctx.db.clone();
     match sending::send(ctx, key, input).await {

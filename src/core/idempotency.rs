@@ -7,13 +7,11 @@ use std::io::Write;
 use sha2::{Digest, Sha256};
 
 use crate::clock;
+use crate::core::interrupted::{self, RecordKey, Recovered};
 use crate::sql;
 use crate::store::{Db, RowExt, is_unique_violation};
 
 pub const RETENTION_MICROS: i64 = 24 * 3600 * 1_000_000;
-/// A record still "running" after this long belongs to a process that died;
-/// a retry may take it over.
-pub const STALE_RUNNING_MICROS: i64 = 5 * 60 * 1_000_000;
 
 pub enum Begin {
     /// First time: go ahead, then `finish` or `abandon`.
@@ -88,24 +86,35 @@ fn write_str(s: &str, out: &mut impl Write) -> std::io::Result<()> {
     serde_json::to_writer(out, s).map_err(std::io::Error::other)
 }
 
+/// Claims the key for a request, writing `intent` (a send's, see
+/// `core::interrupted`) with the claim; or says what to answer instead. A
+/// record of the same request still running after `stale_after` belongs
+/// to a process that died: a record with an intent is recovered (see
+/// [`interrupted::recover`]), one without is taken over.
 pub async fn begin(
     db: &Db,
-    api_key_id: &str,
-    endpoint: &str,
-    key: &str,
+    record: &RecordKey,
     fingerprint: &str,
+    intent: Option<&str>,
+    stale_after: std::time::Duration,
 ) -> Result<Begin, sqlx::Error> {
+    let (api_key_id, endpoint, key) = (
+        record.api_key_id.as_str(),
+        record.endpoint.as_str(),
+        record.key.as_str(),
+    );
     let now = clock::now_micros();
     for _ in 0..3 {
         let inserted = db
             .write_statement(sql!(
-                "INSERT INTO idempotency_keys (api_key_id, endpoint, key, fingerprint, state, created_at) \
-                 VALUES ($1, $2, $3, $4, 'running', $5)",
+                "INSERT INTO idempotency_keys (api_key_id, endpoint, key, fingerprint, state, created_at, intent) \
+                 VALUES ($1, $2, $3, $4, 'running', $5, $6)",
                 api_key_id,
                 endpoint,
                 key,
                 fingerprint,
-                now
+                now,
+                intent
             ))
             .await;
         match inserted {
@@ -117,7 +126,8 @@ pub async fn begin(
         // a group commit.
         let row = db
             .write_fetch_optional(sql!(
-                "SELECT fingerprint, state, response_status, response_body, created_at FROM idempotency_keys \
+                "SELECT fingerprint, state, response_status, response_body, created_at, \
+                 CAST(CASE WHEN intent IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_intent FROM idempotency_keys \
                  WHERE api_key_id = $1 AND endpoint = $2 AND key = $3",
                 api_key_id,
                 endpoint,
@@ -131,7 +141,15 @@ pub async fn begin(
         let same_request = row.text("fingerprint")? == fingerprint;
         // Only a retry of the same request takes over a stale record: another
         // request under the key misuses it, whatever became of the first.
-        let stale = same_request && state == "running" && created < now - STALE_RUNNING_MICROS;
+        let stale = same_request
+            && state == "running"
+            && created < now.saturating_sub(stale_after.as_micros() as i64);
+        if stale && !expired && row.int("has_intent")? == 1 {
+            match interrupted::recover(db, record, created).await?.0 {
+                Recovered::Replay { status, body } => return Ok(Begin::Replay { status, body }),
+                Recovered::Released => continue,
+            }
+        }
         if expired || stale {
             // Delete exactly the record we looked at, then race for a fresh insert.
             db.write_statement(sql!(

@@ -11,6 +11,7 @@ pub mod idempotency;
 pub mod inbound;
 pub mod inbound_auth;
 pub mod inbound_hook;
+pub mod interrupted;
 pub mod labels;
 pub mod mailboxes;
 pub mod memory;

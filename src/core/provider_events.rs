@@ -247,7 +247,21 @@ async fn apply(
     }
 
     let mut outbox_event = None;
+    let mut sent_at = None;
     if let Some(to) = next(message.status, ev.kind) {
+        // Only a send recovered after a crash is `queued` (see
+        // `core::interrupted`): its provider's Send event is the first word
+        // that it went out, so it is what says `email.sent`.
+        let first_sent = message.status == MessageStatus::Queued && to == MessageStatus::Sent;
+        if first_sent {
+            sent_at = Some(ev.occurred_at);
+            writes.push(sql!(
+                "UPDATE messages SET sent_at = $1 WHERE id = $2",
+                ev.occurred_at,
+                &message.id
+            ));
+            message.sent_at = Some(ev.occurred_at);
+        }
         let error = match ev.kind {
             ProviderEventKind::Bounce { .. }
             | ProviderEventKind::Reject
@@ -266,7 +280,9 @@ async fn apply(
         message.status = to;
         message.error = error;
         outbox_event = match ev.kind {
-            ProviderEventKind::Send => None, // email.sent is written by the send itself
+            // Otherwise email.sent is written by the send itself.
+            ProviderEventKind::Send if first_sent => Some(EventName::EmailSent),
+            ProviderEventKind::Send => None,
             ProviderEventKind::Delivery => Some(EventName::EmailDelivered),
             ProviderEventKind::Bounce { .. } => Some(EventName::EmailBounced),
             ProviderEventKind::Complaint => Some(EventName::EmailComplained),
@@ -288,7 +304,7 @@ async fn apply(
         let data = EmailEventData {
             email: message.summary(),
             occurred_at: Timestamp(ev.occurred_at),
-            sent_at: None,
+            sent_at: sent_at.map(Timestamp),
             recipients: (!ev.recipients.is_empty()).then(|| ev.recipients.clone()),
             detail: ev.detail.clone(),
         };
@@ -365,6 +381,7 @@ pub(crate) mod tests {
             detail: detail.map(str::to_string),
             occurred_at: clock::now_micros(),
             delivery_id: None,
+            message_tag: None,
         }
     }
 

@@ -17,6 +17,7 @@ use crate::clock;
 use crate::core::domains;
 use crate::core::error::{CoreError, Problems};
 use crate::core::events;
+use crate::core::interrupted::Preassigned;
 use crate::core::mailboxes::{self, Mailbox};
 use crate::core::memory;
 use crate::core::messages::Message;
@@ -68,6 +69,9 @@ pub struct SendInput {
     pub in_reply_to: Option<String>,
     pub references: Vec<String>,
     pub attachments: Vec<OutgoingAttachment>,
+    /// The message's id and Message-ID, when they were chosen (and written
+    /// down as the send's intent) before it started; else chosen by it.
+    pub preassigned: Option<Preassigned>,
 }
 
 impl SendInput {
@@ -373,6 +377,7 @@ pub fn validate(body: SendRequest) -> Result<SendInput, CoreError> {
         in_reply_to,
         references,
         attachments,
+        preassigned: None,
     })
 }
 
@@ -598,14 +603,8 @@ impl AcceptedSend {
                         },
                     )?
                     .1;
-                    let writes = [
-                        short_thread_insert(&message),
-                        message_insert(&message, &bodies, None),
-                    ]
-                    .into_iter()
-                    .chain(recipients_insert(&message))
-                    .chain([event])
-                    .collect::<Vec<Sql>>();
+                    let mut writes = short_record_writes(&message, &bodies);
+                    writes.push(event);
                     execute_all(tx, backend, &writes).await
                 })
             })
@@ -635,6 +634,19 @@ impl AcceptedSend {
             provider_message_id,
         }
     }
+}
+
+/// The writes of a message recorded in short, in a thread of its own (see
+/// [`AcceptedSend`] and `core::interrupted`): the thread, the message row
+/// with `bodies` and its recipients.
+pub(crate) fn short_record_writes(message: &Message, bodies: &Bodies) -> Vec<Sql> {
+    [
+        short_thread_insert(message),
+        message_insert(message, bodies, None),
+    ]
+    .into_iter()
+    .chain(recipients_insert(message))
+    .collect()
 }
 
 /// An error with its causes, for the log.
@@ -798,13 +810,13 @@ pub async fn start(
 
     let (mailbox, new_mailbox) = sender_mailbox(key, &from, found_mailbox, sending_domain.id)?;
     let now = clock::now_micros();
-    let message_id = format!("<{}@{}>", ids::time_ordered_token(24), from_domain);
+    let Preassigned { id, token } = input.preassigned.take().unwrap_or_default();
+    let message_id = format!("<{token}@{from_domain}>");
     // Time first, so that the token's index grows at its end instead of
     // taking a write on a random page of it per send; 32 random characters
     // after it keep it unguessable.
     let open_token = (ctx.open_tracking && input.html.is_some())
         .then(|| ids::time_ordered_token(OPEN_TOKEN_LEN));
-    let id = ids::new_id("msg");
     // The bodies, taken (not copied) from the input: the message is built
     // from them and the record binds them.
     let bodies = Bodies::new(input.text.take(), input.html.take());
@@ -887,6 +899,7 @@ pub async fn start(
                     from: from.clone(),
                     recipients: recipients.clone(),
                     raw,
+                    message_id: id.clone(),
                 })
                 .await
         }
@@ -1116,7 +1129,7 @@ fn retry_record_on_connection_faults(
 /// A send's bodies, shared (not copied) by the message built from them,
 /// its record and, should that fail, its short record.
 #[derive(Clone)]
-struct Bodies {
+pub(crate) struct Bodies {
     text: Option<SharedText>,
     html: Option<SharedText>,
     /// What search indexes: the start of the text, else of the HTML's text.
@@ -1124,6 +1137,11 @@ struct Bodies {
 }
 
 impl Bodies {
+    /// None: a record without its bodies.
+    pub(crate) fn none() -> Bodies {
+        Bodies::new(None, None)
+    }
+
     fn new(text: Option<String>, html: Option<String>) -> Bodies {
         let text = text.map(SharedText::from);
         let html = html.map(SharedText::from);

@@ -611,6 +611,7 @@ pub async fn reply(
         in_reply_to: Some(last.message_id.clone()),
         references,
         attachments: r.attachments,
+        preassigned: None,
     };
     sending::send(ctx, key, input).await
 }

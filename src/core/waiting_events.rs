@@ -73,7 +73,7 @@ fn kind_from_name(name: &str) -> Option<ProviderEventKind> {
 }
 
 const INSERT_HEAD: &str = "INSERT INTO waiting_provider_events (provider_message_id, kind, \
-     recipients, detail, occurred_at, delivery_id, due_at, check_at, expires_at, created_at) VALUES ";
+     recipients, detail, occurred_at, delivery_id, message_tag, due_at, check_at, expires_at, created_at) VALUES ";
 
 fn push_row(q: &mut Sql, ev: &ProviderEvent, due_at: i64, now: i64) {
     let recipients = serde_json::to_string(&ev.recipients).unwrap_or_else(|_| "[]".into());
@@ -89,6 +89,8 @@ fn push_row(q: &mut Sql, ev: &ProviderEvent, due_at: i64, now: i64) {
         .bind(ev.occurred_at)
         .push(", ")
         .bind(ev.delivery_id.clone())
+        .push(", ")
+        .bind(ev.message_tag.clone())
         .push(", ")
         .bind(due_at)
         .push(", ")
@@ -133,12 +135,12 @@ fn from_row(row: &TxRow) -> Result<(i64, ProviderEvent), sqlx::Error> {
             detail: row.opt_text("detail")?,
             occurred_at: row.int("occurred_at")?,
             delivery_id: row.opt_text("delivery_id")?,
+            message_tag: row.opt_text("message_tag")?,
         },
     ))
 }
 
-const COLUMNS: &str =
-    "w.seq, w.provider_message_id, w.kind, w.recipients, w.detail, w.occurred_at, w.delivery_id";
+const COLUMNS: &str = "w.seq, w.provider_message_id, w.kind, w.recipients, w.detail, w.occurred_at, w.delivery_id, w.message_tag";
 
 /// Deletes the rows `seqs` (applied).
 fn delete_statement(seqs: &[i64]) -> Sql {
@@ -184,7 +186,13 @@ async fn ingest_in(
         batch.push(waiting);
     }
     batch.push(ev.clone());
-    let outcomes = provider_events::ingest_batch_in(tx, backend, &batch).await?;
+    let mut outcomes = provider_events::ingest_batch_in(tx, backend, &batch).await?;
+    if outcomes.last() == Some(&Ingested::UnknownMessage)
+        && let Some(tag) = &ev.message_tag
+        && adopt_provider_id(tx, tag, &ev.provider_message_id).await?
+    {
+        outcomes = provider_events::ingest_batch_in(tx, backend, &batch).await?;
+    }
     if outcomes.last() == Some(&Ingested::UnknownMessage) {
         // SNS redelivers a notification it did not see answered: kept once.
         if let Some(delivery_id) = &ev.delivery_id {
@@ -210,6 +218,25 @@ async fn ingest_in(
         delete_statement(&seqs).execute_tx(tx).await?;
     }
     Ok(Ingested::Applied)
+}
+
+/// Gives the provider's id to the message `tag` names when that message was
+/// recovered from its intent after a crash (`core::interrupted`) and so never
+/// learnt it: the events of its send then find it. Whether it did.
+pub(crate) async fn adopt_provider_id(
+    tx: &mut Tx,
+    tag: &str,
+    provider_message_id: &str,
+) -> Result<bool, sqlx::Error> {
+    let changed = sql!(
+        "UPDATE messages SET provider_message_id = $1 \
+         WHERE id = $2 AND provider_message_id IS NULL AND status = 'queued'",
+        provider_message_id,
+        tag
+    )
+    .execute_tx(tx)
+    .await?;
+    Ok(changed > 0)
 }
 
 /// What one sweep did.

@@ -40,7 +40,14 @@ pub struct OutgoingMessage {
     pub recipients: Vec<String>,
     /// RFC 5322 bytes exactly as they should be transmitted.
     pub raw: Vec<u8>,
+    /// The service's own id of the message (`msg_…`), passed to SES as the
+    /// message tag [`MESSAGE_TAG`] so that the events of a send whose
+    /// record a crash interrupted can still be matched to it.
+    pub message_id: String,
 }
+
+/// The SES message tag that carries the service's message id.
+pub const MESSAGE_TAG: &str = "pigeonhole_message_id";
 
 /// Sending quota, as SES `GetAccount` reports it.
 #[derive(Debug, Clone, PartialEq)]
@@ -146,4 +153,6 @@ pub struct ProviderEvent {
     /// The transport's id for this notification (SNS MessageId), so that a
     /// redelivered notification is applied only once.
     pub delivery_id: Option<String>,
+    /// The message id the send tagged it with ([`MESSAGE_TAG`]), if any.
+    pub message_tag: Option<String>,
 }

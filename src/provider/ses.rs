@@ -14,8 +14,8 @@ use aws_sdk_sesv2::config::{Credentials, Region};
 use aws_sdk_sesv2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_sesv2::primitives::Blob;
 use aws_sdk_sesv2::types::{
-    Destination, DkimAttributes, DkimStatus, EmailContent, MailFromAttributes, RawMessage,
-    VerificationStatus,
+    Destination, DkimAttributes, DkimStatus, EmailContent, MailFromAttributes, MessageTag,
+    RawMessage, VerificationStatus,
 };
 
 use super::{IdentityInfo, IdentityStatus, OutgoingMessage, Provider, ProviderError, Quota};
@@ -159,6 +159,13 @@ impl Provider for SesProvider {
             .from_email_address(&message.from)
             .destination(destination)
             .content(EmailContent::builder().raw(raw).build())
+            .email_tags(
+                MessageTag::builder()
+                    .name(super::MESSAGE_TAG)
+                    .value(&message.message_id)
+                    .build()
+                    .map_err(|e| ProviderError::Rejected(format!("invalid message tag: {e}")))?,
+            )
             .send()
             .await
             .map_err(map_sdk_error)?;
@@ -605,7 +612,14 @@ mod tests {
                     .content()
                     .and_then(|c| c.raw())
                     .map(|r| r.data().as_ref().to_vec());
-                req.from_email_address() == Some("a@example.com")
+                // The service's id rides along as a tag, for the events of
+                // a send a crash cut off from its record.
+                let tagged = req
+                    .email_tags()
+                    .iter()
+                    .any(|t| t.name() == super::super::MESSAGE_TAG && t.value() == "msg_test");
+                tagged
+                    && req.from_email_address() == Some("a@example.com")
                     && dest == ["b@example.net", "c@example.org", "hidden@example.org"]
                     && data.as_deref() == Some(&raw[..])
                     && req.content().and_then(|c| c.simple()).is_none()
@@ -626,6 +640,7 @@ mod tests {
                     "hidden@example.org".into(),
                 ],
                 raw: raw.to_vec(),
+                message_id: "msg_test".into(),
             })
             .await
             .expect("sent");
@@ -689,6 +704,7 @@ mod tests {
                     from: "a@example.com".into(),
                     recipients: vec!["b@example.net".into()],
                     raw: b"Subject: x\r\n\r\nx".to_vec(),
+                    message_id: "msg_test".into(),
                 })
                 .await
                 .unwrap_err();
@@ -751,6 +767,7 @@ mod tests {
                 from: "a@example.com".into(),
                 recipients: vec!["b@example.net".into()],
                 raw: b"Subject: x\r\n\r\nx".to_vec(),
+                message_id: "msg_test".into(),
             })
             .await
             .unwrap_err();
@@ -776,6 +793,7 @@ mod tests {
                 from: "a@example.com".into(),
                 recipients: vec!["b@example.net".into()],
                 raw: b"Subject: x\r\n\r\nx".to_vec(),
+                message_id: "msg_test".into(),
             })
             .await
             .unwrap_err();
@@ -866,6 +884,7 @@ mod tests {
                 from: "alice@pigeonhole.test".into(),
                 recipients: vec!["bob@example.net".into(), "carol@example.org".into()],
                 raw: raw.as_bytes().to_vec(),
+                message_id: "msg_test".into(),
             })
             .await
             .expect("send");
@@ -877,6 +896,7 @@ mod tests {
                 from: "mallory@unknown.test".into(),
                 recipients: vec!["bob@example.net".into()],
                 raw: b"From: mallory@unknown.test\r\nSubject: x\r\n\r\nx\r\n".to_vec(),
+                message_id: "msg_test".into(),
             })
             .await
             .unwrap_err();

@@ -74,6 +74,7 @@ impl Simulator {
                 detail: detail.map(str::to_string),
                 occurred_at: at,
                 delivery_id: None,
+                message_tag: None,
             };
             match local {
                 "bounce" => out.push(ev(

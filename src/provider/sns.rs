@@ -593,7 +593,20 @@ pub fn parse_ses_notification(message: &str) -> Result<SesNotification, String> 
         detail,
         occurred_at,
         delivery_id: None,
+        message_tag: message_tag(&root),
     }))
+}
+
+/// The service's message id from the send's tags (`mail.tags`, where SES
+/// gives each tag as a list of values), if it is one of ours.
+fn message_tag(root: &Value) -> Option<String> {
+    let value = root
+        .get("mail")?
+        .get("tags")?
+        .get(crate::provider::MESSAGE_TAG)?
+        .get(0)?
+        .as_str()?;
+    crate::ids::MessageId::parse(value).map(|id| id.to_string())
 }
 
 fn parse_received(root: &Value) -> Result<SesNotification, String> {
@@ -1108,6 +1121,38 @@ mod tests {
         match parse_ses_notification(json).unwrap() {
             SesNotification::Event(e) => e,
             other => panic!("expected an event, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_message_tag_names_our_message_when_it_is_one_of_our_ids() {
+        let untagged = parsed_event(&event("eventType", "Send", r#", "send": {}"#));
+        assert_eq!(untagged.message_tag, None);
+        let with_tag = |value: &str| {
+            let mail = MAIL.replace(
+                r#""tags": {"ses:configuration-set": ["pigeonhole"]}"#,
+                &format!(
+                    r#""tags": {{"ses:configuration-set": ["pigeonhole"], "pigeonhole_message_id": [{value}]}}"#
+                ),
+            );
+            parsed_event(&format!(
+                r#"{{"eventType": "Send", "mail": {mail}, "send": {{}}}}"#
+            ))
+        };
+        assert_eq!(
+            with_tag(r#""msg_0123456789abcdefghjk""#)
+                .message_tag
+                .as_deref(),
+            Some("msg_0123456789abcdefghjk")
+        );
+        // Anything else is not a message of ours: no tag rather than a bad one.
+        for bad in [
+            r#""thr_0123456789abcdefghjk""#,
+            r#""msg_ bad""#,
+            "1",
+            "null",
+        ] {
+            assert_eq!(with_tag(bad).message_tag, None, "{bad}");
         }
     }
 

@@ -369,7 +369,26 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         sqlite: RATE_WINDOWS,
         postgres: RATE_WINDOWS,
     },
+    Migration {
+        version: 13,
+        name: "send intents",
+        sqlite: SEND_INTENTS,
+        postgres: SEND_INTENTS,
+    },
 ];
+
+/// What a keyed send meant to send, written with its idempotency record
+/// before the provider is called (`core::interrupted`); the SES tag that
+/// names the message an event is for, kept with a waiting event; and the
+/// two partial indexes that let the recovery sweeps find what they look
+/// for without reading every record.
+const SEND_INTENTS: &str = r#"
+ALTER TABLE idempotency_keys ADD COLUMN intent TEXT;
+CREATE INDEX idempotency_keys_running ON idempotency_keys (created_at) WHERE state = 'running';
+ALTER TABLE waiting_provider_events ADD COLUMN message_tag TEXT;
+CREATE INDEX waiting_provider_events_tag ON waiting_provider_events (message_tag) WHERE message_tag IS NOT NULL;
+CREATE INDEX messages_queued ON messages (created_at) WHERE status = 'queued';
+"#;
 
 /// Provider events not applied yet (`core::waiting_events`): for a message
 /// not recorded yet, or planned (the simulator's outcomes) and not due yet.

@@ -396,9 +396,19 @@ async fn a_duplicate_in_flight_is_409_with_retry_after() {
     let fp = pigeonhole::core::idempotency::fingerprint(&simple("a@b.com"));
     // The first request is "running" (as if another process were sending it).
     assert!(matches!(
-        pigeonhole::core::idempotency::begin(&app.db, key_id, "POST /emails", "busy", &fp)
-            .await
-            .unwrap(),
+        pigeonhole::core::idempotency::begin(
+            &app.db,
+            &pigeonhole::core::interrupted::RecordKey {
+                api_key_id: key_id.into(),
+                endpoint: "POST /emails".into(),
+                key: "busy".into(),
+            },
+            &fp,
+            None,
+            std::time::Duration::from_secs(300),
+        )
+        .await
+        .unwrap(),
         pigeonhole::core::idempotency::Begin::Proceed
     ));
     let r = app
@@ -1004,6 +1014,7 @@ async fn a_batch_of_provider_events_applies_them_in_order_once_each() {
         detail: None,
         occurred_at: 1,
         delivery_id: None,
+        message_tag: None,
     };
     let unknown = ProviderEvent {
         provider_message_id: "nobody-sent-this".into(),

@@ -17,6 +17,12 @@ use tokio::net::TcpStream;
 use crate::helpers::fresh_database_url;
 
 const ROUNDS: usize = 3;
+/// When the binaries take a keyed send for interrupted, and give up on its
+/// provider's events.
+const INTERRUPTED_AFTER_SECS: u64 = 3;
+const GIVE_UP_SECS: u64 = 5;
+/// What a sending client reports of a keyed send it got no answer to.
+const UNANSWERED: &str = "unanswered:";
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -93,6 +99,16 @@ impl Deployment {
             .env("PIGEONHOLE_WEBHOOK_RETRY_DELAYS", "0,0.2,0.4,0.6")
             .env("PIGEONHOLE_WEBHOOK_TIMEOUT", "5")
             .env("PIGEONHOLE_SIMULATOR_OUTBOX", &self.outbox)
+            // Short enough for a test, long enough that no send under load
+            // counts as interrupted while it runs.
+            .env(
+                "PIGEONHOLE_INTERRUPTED_SEND_AFTER",
+                INTERRUPTED_AFTER_SECS.to_string(),
+            )
+            .env(
+                "PIGEONHOLE_INTERRUPTED_SEND_GIVE_UP",
+                GIVE_UP_SECS.to_string(),
+            )
             .env("RUST_LOG", "error")
             .arg("serve")
             .stdout(Stdio::null())
@@ -383,13 +399,13 @@ async fn sends_answered_202_before_a_kill_are_recorded_and_their_webhooks_arrive
             &server,
             "POST",
             "/api/v1/webhooks",
-            Some(json!({"url": url, "events": ["email.sent"]})),
+            Some(json!({"url": url, "events": ["email.sent", "email.failed"]})),
         )
         .await;
     assert_eq!(s, 201, "{hook}");
 
     let d = Arc::new(d);
-    let (server, accepted) = kill_rounds(&d, server, |round, live| {
+    let (server, answered) = kill_rounds(&d, server, |round, live| {
         let base = format!("http://{}", live.http);
         (0..6)
             .map(|c| {
@@ -407,15 +423,25 @@ async fn sends_answered_202_before_a_kill_are_recorded_and_their_webhooks_arrive
                         if c % 2 == 0 {
                             req = req.header("Idempotency-Key", format!("r{round}c{c}s{i}"));
                         }
-                        match req.send().await {
-                            Ok(r) if r.status().as_u16() == 202 => {
-                                let body: Value = r.json().await.unwrap_or(Value::Null);
+                        let reply = match req.send().await {
+                            Ok(r) => Some((r.status().as_u16(), r.json::<Value>().await)),
+                            Err(_) => None,
+                        };
+                        match reply {
+                            Some((202, Ok(body))) => {
                                 if let Some(id) = body["id"].as_str() {
                                     ids.push(id.to_string());
                                 }
                             }
-                            Ok(_) => {}
-                            Err(_) => return ids, // the server is gone
+                            Some((_, Ok(_))) => {}
+                            // The server is gone: whether it took the send
+                            // is unknown.
+                            _ => {
+                                if c % 2 == 0 {
+                                    ids.push(format!("{UNANSWERED}r{round}c{c}s{i}"));
+                                }
+                                return ids;
+                            }
                         }
                     }
                     ids
@@ -424,10 +450,101 @@ async fn sends_answered_202_before_a_kill_are_recorded_and_their_webhooks_arrive
             .collect()
     })
     .await;
+    let (unanswered, mut accepted): (HashSet<String>, HashSet<String>) = answered
+        .into_iter()
+        .partition(|a| a.starts_with(UNANSWERED));
     assert!(
         accepted.len() > ROUNDS * 4,
         "too few sends went in: {}",
         accepted.len()
+    );
+
+    // A keyed send the kill left unanswered, retried with its key, is
+    // answered 202 (at once if it never began, after recovery if it did)
+    // and never handed to the provider twice (checked below, per subject).
+    let mut recovered = Vec::new();
+    for key in unanswered.iter().filter_map(|u| u.strip_prefix(UNANSWERED)) {
+        let body = json!({"from": "team@ours.test", "to": "someone@else.test",
+            "subject": key, "text": "hi"});
+        let deadline = Instant::now() + Duration::from_secs(INTERRUPTED_AFTER_SECS + 20);
+        let (status, reply) = loop {
+            let r = d
+                .client
+                .post(format!("http://{}/api/v1/emails", server.http))
+                .bearer_auth(&d.key)
+                .header("Idempotency-Key", key)
+                .json(&body)
+                .send()
+                .await
+                .expect("retry");
+            let status = r.status().as_u16();
+            let replayed = r.headers().contains_key("idempotency-replayed");
+            let reply: Value = r.json().await.unwrap_or(Value::Null);
+            // 409: the key is still running until it counts as interrupted.
+            if status != 409 || Instant::now() > deadline {
+                break (status, (replayed, reply));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        assert_eq!(status, 202, "retry of {key}: {reply:?}");
+        let id = reply.1["id"].as_str().unwrap_or_default().to_string();
+        if reply.0 {
+            recovered.push((key.to_string(), id.clone()));
+        }
+        accepted.insert(id);
+    }
+    // A recovered send the provider never reported on ends failed, saying so.
+    let subjects_sent = |key: &str| {
+        std::fs::read_dir(&d.outbox)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                std::fs::read_to_string(e.path())
+                    .unwrap_or_default()
+                    .lines()
+                    .any(|l| l.strip_prefix("Subject: ") == Some(key))
+            })
+            .count()
+    };
+    let (mut ended_failed, mut went_out) = (0, 0);
+    for (key, id) in &recovered {
+        let deadline = Instant::now() + Duration::from_secs(GIVE_UP_SECS + 20);
+        let message = loop {
+            let (s, m) = d
+                .call(&server, "GET", &format!("/api/v1/emails/{id}"), None)
+                .await;
+            assert_eq!(s, 200, "{m}");
+            if m["status"] != "queued" {
+                break m;
+            }
+            assert!(Instant::now() < deadline, "{id} stayed queued");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        if subjects_sent(key) == 0 {
+            assert_eq!(message["status"], "failed", "{message}");
+        }
+        if message["status"] == "failed" {
+            assert!(
+                message["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("stopped"),
+                "{message}"
+            );
+            ended_failed += 1;
+        }
+        went_out += subjects_sent(key);
+    }
+    eprintln!(
+        "kill -9 sends: {ROUNDS} rounds, {} answered 202, {} keyed sends unanswered and retried, \
+         {} of them answered by a replay ({} ended failed, recorded from their intent with no \
+         provider event; {} had reached the provider, none twice)",
+        accepted.len(),
+        unanswered.len(),
+        recovered.len(),
+        ended_failed,
+        went_out
     );
 
     // Every 202 is recorded.
@@ -440,7 +557,8 @@ async fn sends_answered_202_before_a_kill_are_recorded_and_their_webhooks_arrive
     let lost: Vec<&String> = accepted.difference(&recorded).collect();
     assert!(lost.is_empty(), "answered 202 but not recorded: {lost:?}");
 
-    // Every recorded send's email.sent arrives, at least once.
+    // Every recorded send's email.sent (or, for an interrupted send that
+    // ended failed, its email.failed) arrives, at least once.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let got: HashSet<String> = receiver
@@ -456,7 +574,7 @@ async fn sends_answered_202_before_a_kill_are_recorded_and_their_webhooks_arrive
         }
         assert!(
             Instant::now() < deadline,
-            "email.sent never delivered for {} of {}: {:?}",
+            "email.sent or email.failed never delivered for {} of {}: {:?}",
             missing.len(),
             recorded.len(),
             missing.iter().take(5).collect::<Vec<_>>()

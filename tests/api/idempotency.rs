@@ -9,12 +9,23 @@
 use serde_json::{Value, json};
 
 use crate::helpers::{Resp, TestApp, assert_error, spawn_app};
-use pigeonhole::core::idempotency::{self, Begin, RETENTION_MICROS, STALE_RUNNING_MICROS};
+use pigeonhole::core::idempotency::{self, Begin, RETENTION_MICROS};
+use pigeonhole::core::interrupted::{RecordKey, Timings};
 use pigeonhole::sql;
 use pigeonhole::store::RowExt;
 
 const HOUR_MICROS: i64 = 3600 * 1_000_000;
 const SECOND_MICROS: i64 = 1_000_000;
+/// The default time after which a running record counts as interrupted.
+const STALE_RUNNING_MICROS: i64 = 300 * SECOND_MICROS;
+
+fn record(key_id: &str, endpoint: &str, key: &str) -> RecordKey {
+    RecordKey {
+        api_key_id: key_id.into(),
+        endpoint: endpoint.into(),
+        key: key.into(),
+    }
+}
 
 fn simple(to: &str) -> Value {
     json!({"from": "Team <team@example.com>", "to": to, "subject": "Hello", "text": "Hi there"})
@@ -312,12 +323,13 @@ async fn a_stale_running_record_is_taken_over() {
     let key_id = me["id"].as_str().unwrap();
     let body = simple("a@b.com");
     // A process began this request and died: its record stays `running`.
+    // (Without an intent, as records written before intents were.)
     let began = idempotency::begin(
         &app.db,
-        key_id,
-        "POST /emails",
-        "orphan",
+        &record(key_id, "POST /emails", "orphan"),
         &idempotency::fingerprint(&body),
+        None,
+        Timings::default().stale_after,
     )
     .await
     .unwrap();

@@ -17,6 +17,7 @@ mod fuzz;
 mod http_edge;
 mod idempotency;
 mod inbound;
+mod interrupted;
 mod layering;
 mod mailboxes;
 mod message_memory;
