@@ -379,14 +379,11 @@ pub async fn batch(
                 match outcome {
                     Ok(o) => {
                         sent += 1;
-                        results.push(BatchItem {
+                        results.push(BatchItem::accepted(
                             index,
-                            ok: true,
-                            id: Some(crate::ids::Id::from_stored(o.message.id)),
-                            thread_id: Some(crate::ids::Id::from_stored(o.message.thread_id)),
-                            error: None,
-                            status: None,
-                        });
+                            crate::ids::Id::from_stored(o.message.id),
+                            crate::ids::Id::from_stored(o.message.thread_id),
+                        ));
                     }
                     Err(e) => {
                         failed += 1;
@@ -397,14 +394,11 @@ pub async fn batch(
                                 "batch item failed"
                             );
                         }
-                        results.push(BatchItem {
+                        results.push(BatchItem::refused(
                             index,
-                            ok: false,
-                            id: None,
-                            thread_id: None,
-                            error: Some(item_error(&e)),
-                            status: Some(e.status().as_u16()),
-                        });
+                            item_error(&e),
+                            e.status().as_u16(),
+                        ));
                     }
                 }
             }

@@ -419,41 +419,23 @@ fn batch_reply(
             IntendedItem::Send(s) => recorded.get(&s.id),
             IntendedItem::Refused { .. } => None,
         };
-        data.push(match (item, message) {
-            (_, Some(m)) => {
-                sent += 1;
-                BatchItem {
-                    index,
-                    ok: true,
-                    id: Some(ids::Id::from_stored(m.id.clone())),
-                    thread_id: Some(ids::Id::from_stored(m.thread_id.clone())),
-                    error: None,
-                    status: None,
-                }
-            }
+        let result = match (item, message) {
+            (_, Some(m)) => BatchItem::accepted(
+                index,
+                ids::Id::from_stored(m.id.clone()),
+                ids::Id::from_stored(m.thread_id.clone()),
+            ),
             (IntendedItem::Refused { status, error }, None) => {
-                failed += 1;
-                BatchItem {
-                    index,
-                    ok: false,
-                    id: None,
-                    thread_id: None,
-                    error: Some(error.clone()),
-                    status: Some(*status),
-                }
+                BatchItem::refused(index, error.clone(), *status)
             }
-            (IntendedItem::Send(_), None) => {
-                failed += 1;
-                BatchItem {
-                    index,
-                    ok: false,
-                    id: None,
-                    thread_id: None,
-                    error: Some(NOT_SENT_ERROR.into()),
-                    status: Some(503),
-                }
-            }
-        });
+            (IntendedItem::Send(_), None) => BatchItem::refused(index, NOT_SENT_ERROR.into(), 503),
+        };
+        if result.ok {
+            sent += 1;
+        } else {
+            failed += 1;
+        }
+        data.push(result);
     }
     let status = if failed == 0 { 202 } else { 207 };
     let body = serde_json::to_string(&BatchResult {

@@ -316,6 +316,32 @@ pub struct BatchItem {
     pub status: Option<u16>,
 }
 
+impl BatchItem {
+    /// A message sent and recorded as `id` in `thread_id`.
+    pub fn accepted(index: u32, id: MessageId, thread_id: ThreadId) -> BatchItem {
+        BatchItem {
+            index,
+            ok: true,
+            id: Some(id),
+            thread_id: Some(thread_id),
+            error: None,
+            status: None,
+        }
+    }
+
+    /// A message not sent, with why and the status it alone would have had.
+    pub fn refused(index: u32, error: String, status: u16) -> BatchItem {
+        BatchItem {
+            index,
+            ok: false,
+            id: None,
+            thread_id: None,
+            error: Some(error),
+            status: Some(status),
+        }
+    }
+}
+
 /// The body of `POST /threads/{id}/reply`: `text`, `html` or both.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ReplyRequest {

@@ -27,11 +27,11 @@ fn record(key_id: &str, endpoint: &str, key: &str) -> RecordKey {
     }
 }
 
-fn simple(to: &str) -> Value {
+pub(crate) fn simple(to: &str) -> Value {
     json!({"from": "Team <team@example.com>", "to": to, "subject": "Hello", "text": "Hi there"})
 }
 
-async fn ready() -> TestApp {
+pub(crate) async fn ready() -> TestApp {
     let app = spawn_app().await;
     app.verified_domain("example.com").await;
     app
@@ -61,7 +61,7 @@ async fn post_raw(app: &TestApp, token: &str, path: &str, idem_key: &str, body: 
     }
 }
 
-async fn post(app: &TestApp, path: &str, idem_key: &str, body: &Value) -> Resp {
+pub(crate) async fn post(app: &TestApp, path: &str, idem_key: &str, body: &Value) -> Resp {
     post_raw(app, &app.key, path, idem_key, body.to_string()).await
 }
 

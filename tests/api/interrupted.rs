@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Resp, TestApp, eventually, spawn_app};
+use crate::helpers::{TestApp, eventually};
+use crate::idempotency::{post, ready, simple};
 use pigeonhole::clock;
 use pigeonhole::core::idempotency::{self, Begin};
 use pigeonhole::core::interrupted::{self, INTERRUPTED_ERROR, Intent, RecordKey, Timings};
@@ -22,16 +23,6 @@ use pigeonhole::sql;
 use pigeonhole::store::RowExt;
 
 const STALE: Duration = Duration::from_secs(300);
-
-fn simple(to: &str) -> Value {
-    json!({"from": "Team <team@example.com>", "to": to, "subject": "Hello", "text": "Hi there"})
-}
-
-async fn ready() -> TestApp {
-    let app = spawn_app().await;
-    app.verified_domain("example.com").await;
-    app
-}
 
 async fn key_id(app: &TestApp) -> String {
     app.get("/api/v1/me").await.body["id"]
@@ -89,27 +80,6 @@ async fn interrupted_send(
         .await
         .unwrap();
     ids
-}
-
-async fn post(app: &TestApp, path: &str, idem_key: &str, body: &Value) -> Resp {
-    let r = app
-        .client
-        .post(format!("{}{path}", app.base))
-        .bearer_auth(&app.key)
-        .header("Idempotency-Key", idem_key)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    let headers = r.headers().clone();
-    let text = r.text().await.unwrap();
-    Resp {
-        status,
-        headers,
-        body: serde_json::from_str(&text).unwrap_or(Value::Null),
-        text,
-    }
 }
 
 /// Messages the simulator was handed.
