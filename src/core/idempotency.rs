@@ -185,8 +185,9 @@ pub async fn finish(
     body: &str,
 ) -> Result<(), sqlx::Error> {
     db.write_statement(sql!(
-        "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_body = $2 \
-         WHERE api_key_id = $3 AND endpoint = $4 AND key = $5",
+        // The intent has served once the reply is stored.
+        "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_body = $2, \
+         intent = NULL WHERE api_key_id = $3 AND endpoint = $4 AND key = $5",
         i64::from(status),
         body,
         api_key_id,

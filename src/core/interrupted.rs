@@ -285,8 +285,8 @@ async fn recover_in(
     let body =
         body.map_err(|e| sqlx::Error::Protocol(format!("a reply could not be written: {e}")))?;
     sql!(
-        "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_body = $2 \
-         WHERE api_key_id = $3 AND endpoint = $4 AND key = $5",
+        "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_body = $2, \
+         intent = NULL WHERE api_key_id = $3 AND endpoint = $4 AND key = $5",
         i64::from(status),
         body.as_str(),
         record.api_key_id.as_str(),

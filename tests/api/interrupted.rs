@@ -336,6 +336,15 @@ async fn a_keyed_send_that_completes_leaves_nothing_to_recover() {
     let body = simple("a@b.com");
     let first = post(&app, "/api/v1/emails", "done", &body).await;
     assert_eq!(first.status, 202, "{}", first.text);
+    // The intent is dropped with the stored reply: a finished record keeps
+    // no addresses beyond the reply's.
+    let intent = sql!("SELECT intent FROM idempotency_keys WHERE key = $1", "done")
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap()
+        .opt_text("intent")
+        .unwrap();
+    assert_eq!(intent, None);
     // Its record was finished: neither the sweep nor a much later retry
     // (within the 24 hours) recovers anything.
     let later = clock::now_micros() + STALE.as_micros() as i64 * 10;
