@@ -162,7 +162,7 @@ where
 async fn detached<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, ApiError>> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::spawn(work)
+    tokio::spawn(crate::telemetry::context::carry(work))
         .await
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("a request's task failed: {e}")))?
 }

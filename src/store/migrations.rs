@@ -369,7 +369,21 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         sqlite: RATE_WINDOWS,
         postgres: RATE_WINDOWS,
     },
+    Migration {
+        version: 14,
+        name: "request ids of events",
+        sqlite: REQUEST_IDS,
+        postgres: REQUEST_IDS,
+    },
 ];
+
+/// The id of the HTTP request that caused an event, carried to its webhook
+/// tasks so that an attempt logs it (`telemetry::context`). Null for events
+/// no request caused (SMTP, SNS sweeps) and for rows written before.
+const REQUEST_IDS: &str = r#"
+ALTER TABLE events ADD COLUMN request_id TEXT;
+ALTER TABLE webhook_tasks ADD COLUMN request_id TEXT;
+"#;
 
 /// Provider events not applied yet (`core::waiting_events`): for a message
 /// not recorded yet, or planned (the simulator's outcomes) and not due yet.
