@@ -20,6 +20,7 @@ mod inbound;
 mod layering;
 mod mailboxes;
 mod message_memory;
+mod metrics;
 mod openapi;
 mod ops;
 mod processes;
