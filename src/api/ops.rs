@@ -59,7 +59,7 @@ pub async fn readyz(State(s): State<AppState>) -> (StatusCode, Json<Readiness>) 
 
 /// Prometheus metrics
 ///
-/// Request counters and latencies in the Prometheus text format (0.0.4). No key needed.
+/// Request, send, webhook and SMTP figures in the Prometheus text format (0.0.4). No key needed.
 #[utoipa::path(get, path = "/metrics", operation_id = "metrics", security(()),
     responses((status = 200, description = "Metrics in the Prometheus text exposition format.",
         body = String, content_type = "text/plain")))]

@@ -4,4 +4,6 @@
 pub mod context;
 mod recorder;
 
-pub use recorder::{AttemptOutcome, Limiter, ProviderErrorKind, ReplyClass, SendStatus, Telemetry};
+pub use recorder::{
+    AttemptOutcome, Limiter, ProviderErrorKind, ReplyClass, SendStatus, Telemetry, UPKEEP,
+};
