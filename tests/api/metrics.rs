@@ -360,6 +360,8 @@ async fn smtp_sessions_and_messages_are_counted_by_reply_class() {
 /// Log lines of the whole test process that name a request of this test.
 static LINES: OnceLock<Arc<Mutex<Vec<String>>>> = OnceLock::new();
 const TRACED: &str = "req_traced_";
+/// The address the SMTP session of the tracing test comes from.
+const TRACED_PEER: &str = "127.0.0.77";
 
 #[derive(Clone)]
 struct Capture(Arc<Mutex<Vec<String>>>);
@@ -368,7 +370,7 @@ impl std::io::Write for Capture {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         // The formatter writes each line whole: keep only this test's.
         let line = String::from_utf8_lossy(buf);
-        if line.contains(TRACED)
+        if (line.contains(TRACED) || line.contains(TRACED_PEER))
             && let Ok(mut lines) = self.0.lock()
         {
             lines.push(line.into_owned());
@@ -450,4 +452,24 @@ async fn one_request_id_is_on_the_send_the_group_writer_and_the_webhook_attempt(
         let given = r.headers()["x-request-id"].to_str().unwrap();
         assert!(given.starts_with("req_"), "{given}");
     }
+}
+
+#[tokio::test]
+async fn an_smtp_session_logs_in_a_span_with_its_id_and_peer() {
+    let lines = captured_lines();
+    let t = setup_with(test_config()).await;
+    let mut c = Raw::connect_from(t.smtp.addr, TRACED_PEER).await;
+    c.expect(220).await;
+    c.send("QUIT\r\n").await;
+    c.expect(221).await;
+    let peer = format!("peer={TRACED_PEER}:");
+    crate::helpers::eventually("the session's log line", || async {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("smtp{session_id=") && l.contains(&peer))
+            .then_some(())
+    })
+    .await;
 }
