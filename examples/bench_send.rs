@@ -3,7 +3,9 @@
 //!
 //!     cargo run --release --example bench_send -- [--requests 20000] [--concurrency 64] [--idempotency]
 //!
-//! `--idempotency` gives every send its own `Idempotency-Key`.
+//! `--idempotency` gives every send its own `Idempotency-Key`. `--log`
+//! installs the service's `info` log subscriber (writing nowhere), so that
+//! spans cost what they cost in production.
 //!
 //! Uses SQLite in a temporary directory, or PostgreSQL when
 //! `PIGEONHOLE_BENCH_POSTGRES_URL` names a server (a fresh database is created).
@@ -57,6 +59,12 @@ async fn main() -> anyhow::Result<()> {
     let requests = arg("--requests", 20_000);
     let concurrency = arg("--concurrency", 64);
     let idempotency = std::env::args().any(|a| a == "--idempotency");
+    if std::env::args().any(|a| a == "--log") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_writer(std::io::sink)
+            .init();
+    }
     let url = database_url().await?;
     let backend = if url.starts_with("sqlite") {
         "SQLite"

@@ -9,7 +9,6 @@ use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::api;
-use crate::api::metrics::Metrics;
 use crate::api::rate_limit::{KeyRateLimiter, RateLimiter, SharedRateLimiter};
 use crate::config::{Config, ProviderKind};
 use crate::core::memory::MemoryBudget;
@@ -21,8 +20,10 @@ use crate::provider::Provider;
 use crate::provider::ses::SesProvider;
 use crate::provider::simulator::Simulator;
 use crate::provider::sns::{HttpsCertFetcher, SnsVerifier};
+use crate::server::ConnectionCounters;
 use crate::sql;
 use crate::store::{Backend, Db, RowExt};
+use crate::telemetry::Telemetry;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -35,7 +36,11 @@ pub struct AppState {
     pub rate_limiter: Arc<KeyRateLimiter>,
     /// Per client address for calls without a key; always per process.
     pub address_limiter: Arc<RateLimiter>,
-    pub metrics: Arc<Metrics>,
+    /// This application's metrics (see `telemetry`), shared with the
+    /// SMTP listener and the webhook engine.
+    pub metrics: Telemetry,
+    /// What the HTTP connection limits did, counted into `metrics`.
+    pub connections: Arc<ConnectionCounters>,
     pub quota: Arc<QuotaGuard>,
     /// Memory for large messages, shared with the SMTP listener (see
     /// `core::memory`).
@@ -72,14 +77,18 @@ impl AppState {
             config.sns_topics.clone(),
             Arc::new(HttpsCertFetcher::new().map_err(|e| anyhow::anyhow!("{e}"))?),
         );
+        let metrics = Telemetry::new();
+        tokio::spawn(metrics.upkeep_every());
         tokio::spawn(crate::workers::provider_events(db.clone()));
         tokio::spawn(crate::workers::purge_expired(db.clone()));
         tokio::spawn(crate::workers::interrupted_sends(
             db.clone(),
             config.interrupted_sends,
+            metrics.clone(),
         ));
         let dns = Arc::new(dns);
-        let webhooks = crate::webhooks::Webhooks::start(db.clone(), &config, dns.clone());
+        let webhooks =
+            crate::webhooks::Webhooks::start(db.clone(), &config, dns.clone(), metrics.clone());
         let quota = Arc::new(QuotaGuard::new(provider.clone()));
         let rate_limiter = match db.backend() {
             Backend::Postgres if !config.rate_limit_per_process => {
@@ -96,7 +105,8 @@ impl AppState {
             cursors: CursorSigner::new(cursor_key),
             rate_limiter: Arc::new(rate_limiter),
             address_limiter: Arc::new(RateLimiter::default()),
-            metrics: Arc::new(Metrics::default()),
+            connections: Arc::new(ConnectionCounters::new(&metrics)),
+            metrics,
             quota,
             sns: Arc::new(sns),
             webhooks,
@@ -113,6 +123,7 @@ impl From<&AppState> for Sending {
             quota: s.quota.clone(),
             open_tracking: s.config.open_tracking,
             public_url: s.config.public_url.as_str().into(),
+            metrics: s.metrics.clone(),
         }
     }
 }
@@ -146,10 +157,43 @@ pub fn http_app(state: AppState) -> axum::Router {
                     .get("x-request-id")
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("");
-                tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %id)
+                // `route` is written once routing matched, `key_id` once
+                // the key is known (`api::metrics`, `api::auth_layer`).
+                tracing::info_span!(
+                    "http",
+                    method = %req.method(),
+                    path = %req.uri().path(),
+                    request_id = %id,
+                    route = tracing::field::Empty,
+                    key_id = tracing::field::Empty,
+                )
             }),
         )
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuidLike))
+        .layer(axum::middleware::map_request(usable_request_id))
+}
+
+/// Longest `X-Request-Id` a client may choose; it is logged and stored with
+/// the events the request causes.
+pub const MAX_REQUEST_ID: usize = 64;
+
+/// A client's `X-Request-Id` is kept when it is short and plain (letters,
+/// digits, `-_.:`); any other is dropped and the request gets a new one.
+async fn usable_request_id<B>(mut req: Request<B>) -> Request<B> {
+    let usable = match req.headers().get("x-request-id") {
+        None => return req,
+        Some(v) => {
+            let b = v.as_bytes();
+            !b.is_empty()
+                && b.len() <= MAX_REQUEST_ID
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || b"-_.:".contains(c))
+        }
+    };
+    if !usable {
+        req.headers_mut().remove("x-request-id");
+    }
+    req
 }
 
 #[derive(Clone, Copy)]
@@ -189,7 +233,7 @@ pub async fn serve(
         max_connections_per_ip = limits.max_connections_per_ip,
         "http connection limits"
     );
-    let counters = state.metrics.connections.clone();
+    let counters = state.connections.clone();
     crate::server::serve(http_app(state), listener, limits, counters, shutdown).await;
     // Then webhook delivery: no new claims, attempts in flight finish and are recorded.
     webhooks.shutdown().await;

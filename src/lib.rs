@@ -17,6 +17,7 @@ pub mod provider;
 pub mod server;
 pub mod smtp;
 pub mod store;
+pub mod telemetry;
 pub mod webhooks;
 pub mod workers;
 

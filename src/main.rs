@@ -121,6 +121,8 @@ async fn serve(config: Config) -> ExitCode {
     };
     // One memory budget for large messages, whichever way they come.
     smtp_config.memory = state.memory.clone();
+    // And one set of metrics: SMTP sessions show on the HTTP `/metrics`.
+    smtp_config.metrics = state.metrics.clone();
     // One shutdown signal for the HTTP server and the SMTP listener.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stop_tx = std::sync::Arc::new(stop_tx);

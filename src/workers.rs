@@ -6,6 +6,7 @@ use crate::clock;
 use crate::core::waiting_events;
 use crate::core::{idempotency, interrupted, rate_windows};
 use crate::store::Db;
+use crate::telemetry::Telemetry;
 
 /// How often a process looks for waiting provider events that are due
 /// (`core::waiting_events`), and the least time between two sweeps, so that
@@ -81,7 +82,7 @@ pub async fn provider_events(db: Db) {
 /// and fails the recovered messages that no provider event claimed (see
 /// `core::interrupted`); every process on its own, often enough for the
 /// configured times.
-pub async fn interrupted_sends(db: Db, timings: interrupted::Timings) {
+pub async fn interrupted_sends(db: Db, timings: interrupted::Timings, metrics: Telemetry) {
     let every = (timings.stale_after.min(timings.give_up_after) / 4)
         .clamp(Duration::from_millis(100), Duration::from_secs(5));
     let mut tick = tokio::time::interval(every);
@@ -89,8 +90,9 @@ pub async fn interrupted_sends(db: Db, timings: interrupted::Timings) {
     loop {
         tick.tick().await;
         let now = clock::now_micros();
-        if let Err(e) = interrupted::recover_stale(&db, now, timings.stale_after).await {
-            tracing::warn!(error = %e, "recovering interrupted sends failed");
+        match interrupted::recover_stale(&db, now, timings.stale_after).await {
+            Ok(recovered) => metrics.sends_interrupted_recovered(recovered as u64),
+            Err(e) => tracing::warn!(error = %e, "recovering interrupted sends failed"),
         }
         match interrupted::fail_overdue(&db, now, timings.give_up_after).await {
             Ok(0) => {}

@@ -52,6 +52,7 @@ pub async fn admit(State(state): State<AppState>, req: Request, next: Next) -> R
             available = state.memory.available_bytes(),
             "a large request found no memory for it"
         );
+        state.metrics.refused(crate::telemetry::Limiter::Memory);
         return ApiError::Rule(CoreError::Busy {
             message: "the server is busy with other large messages; retry later".into(),
             retry_after: RETRY_AFTER_SECS,

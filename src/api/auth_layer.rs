@@ -13,6 +13,7 @@ use crate::app::AppState;
 use crate::auth;
 use crate::core::error::CoreError;
 use crate::error::ApiError;
+use crate::telemetry::Limiter;
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -57,17 +58,20 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         let mut resp = if d.allowed {
             ApiError::Unauthorized.into_response()
         } else {
+            state.metrics.refused(Limiter::Address);
             limited(&d, now).into_response()
         };
         stamp(&mut resp, &d);
         return resp;
     };
+    tracing::Span::current().record("key_id", key.id.as_str());
     let limit = key.rate_limit.unwrap_or(state.config.rate_limit);
     let d = state.rate_limiter.check(&key.id, limit, now).await;
     let mut resp = if d.allowed {
         req.extensions_mut().insert(key);
         next.run(req).await
     } else {
+        state.metrics.refused(Limiter::Key);
         limited(&d, now).into_response()
     };
     stamp(&mut resp, &d);

@@ -98,7 +98,12 @@ where
     let stale_after = state.config.interrupted_sends.stale_after;
     match idempotency::begin(&state.db, &record, &fp, intent.as_deref(), stale_after).await? {
         Begin::Proceed => {}
-        Begin::Replay { status, body } => {
+        Begin::Replay {
+            status,
+            body,
+            recovered,
+        } => {
+            state.metrics.sends_interrupted_recovered(recovered as u64);
             let mut resp = Response::new(Body::from(body));
             *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
             let h = resp.headers_mut();
@@ -176,7 +181,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 async fn detached<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, ApiError>> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::spawn(work)
+    tokio::spawn(crate::telemetry::context::carry(work))
         .await
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("a request's task failed: {e}")))?
 }

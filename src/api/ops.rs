@@ -1,7 +1,5 @@
 //! Operations endpoints: liveness, readiness, metrics, and `/me`.
 
-use std::fmt::Write;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -9,10 +7,12 @@ use axum::response::IntoResponse;
 
 use crate::api::extract::Auth;
 use crate::app::AppState;
+use crate::clock;
 use crate::core::waiting_events;
 use crate::error::ApiResult;
 use crate::model::keys::ApiKey;
 use crate::model::ops::{Health, HealthStatus, Readiness, ReadinessStatus};
+use crate::webhooks::queue;
 
 /// Liveness
 ///
@@ -59,29 +59,53 @@ pub async fn readyz(State(s): State<AppState>) -> (StatusCode, Json<Readiness>) 
 
 /// Prometheus metrics
 ///
-/// Request counters and latencies in the Prometheus text format (0.0.4). No key needed.
+/// Request, send, webhook and SMTP figures in the Prometheus text format (0.0.4). No key needed.
 #[utoipa::path(get, path = "/metrics", operation_id = "metrics", security(()),
     responses((status = 200, description = "Metrics in the Prometheus text exposition format.",
         body = String, content_type = "text/plain")))]
 pub async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
-    let mut text = s.metrics.render();
-    // Read from the database, so that every process reports the same count.
+    // The gauges of database state are read at each scrape, so that every
+    // process of a deployment reports the deployment's figures. A failed
+    // read shows NaN rather than a stale figure.
+    let m = &s.metrics;
     match waiting_events::counts(&s.db).await {
         Ok((waiting, unmatched)) => {
-            text.push_str(
-                "# HELP pigeonhole_provider_events_waiting Provider events stored and not applied yet (planned outcomes not due, or no message yet).\n\
-                 # TYPE pigeonhole_provider_events_waiting gauge\n",
-            );
-            let _ = writeln!(text, "pigeonhole_provider_events_waiting {waiting}");
-            text.push_str(
-                "# HELP pigeonhole_provider_events_unmatched Provider events waiting for a message that is not recorded (dropped after 7 days).\n\
-                 # TYPE pigeonhole_provider_events_unmatched gauge\n",
-            );
-            let _ = writeln!(text, "pigeonhole_provider_events_unmatched {unmatched}");
+            m.set("pigeonhole_provider_events_waiting", waiting as f64);
+            m.set("pigeonhole_provider_events_unmatched", unmatched as f64);
         }
-        Err(e) => tracing::warn!(error = %e, "counting waiting provider events failed"),
+        Err(e) => {
+            tracing::warn!(error = %e, "counting waiting provider events failed");
+            m.set("pigeonhole_provider_events_waiting", f64::NAN);
+            m.set("pigeonhole_provider_events_unmatched", f64::NAN);
+        }
     }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+    match queue::gauges(&s.db, clock::now_micros()).await {
+        Ok(g) => {
+            m.set("pigeonhole_webhook_queue_depth", g.depth as f64);
+            m.set(
+                "pigeonhole_webhook_oldest_due_seconds",
+                g.oldest_due_age as f64 / 1e6,
+            );
+            m.set(
+                "pigeonhole_webhook_endpoints_disabled",
+                g.disabled_endpoints as f64,
+            );
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the webhook queue for metrics failed");
+            for name in [
+                "pigeonhole_webhook_queue_depth",
+                "pigeonhole_webhook_oldest_due_seconds",
+                "pigeonhole_webhook_endpoints_disabled",
+            ] {
+                m.set(name, f64::NAN);
+            }
+        }
+    }
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        m.render(),
+    )
 }
 
 /// The calling API key

@@ -10,6 +10,7 @@ use crate::model::events::EventEnvelope;
 use crate::model::webhooks::EventName;
 use crate::sql;
 use crate::store::{Sql, Tx};
+use crate::telemetry::context;
 
 /// Every event name the service emits, from the wire enum. A webhook
 /// subscribed to `*` gets all of them, including ones added later.
@@ -55,13 +56,16 @@ pub fn emit_statement<T: Serialize>(
     // Only a payload type that cannot be written as JSON fails here: the
     // change it belongs to is then not made either.
     let payload = serde_json::to_string(&payload).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    // The request that caused it, for the log lines of its webhook attempts.
+    let request_id = context::request_id();
     let insert = sql!(
-        "INSERT INTO events (id, type, mailbox_id, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO events (id, type, mailbox_id, payload, created_at, request_id) VALUES ($1, $2, $3, $4, $5, $6)",
         &id,
         event.as_str(),
         mailbox_id,
         payload,
-        now
+        now,
+        request_id.as_deref()
     );
     Ok((id, insert))
 }

@@ -16,8 +16,13 @@ pub const RETENTION_MICROS: i64 = 24 * 3600 * 1_000_000;
 pub enum Begin {
     /// First time: go ahead, then `finish` or `abandon`.
     Proceed,
-    /// Already answered: replay this.
-    Replay { status: u16, body: String },
+    /// Already answered: replay this. `recovered` messages of an
+    /// interrupted send were recorded just now to answer it.
+    Replay {
+        status: u16,
+        body: String,
+        recovered: usize,
+    },
     /// Same key, different request.
     Mismatch,
     /// The first request with this key is still running.
@@ -145,9 +150,15 @@ pub async fn begin(
             && state == "running"
             && created < now.saturating_sub(stale_after.as_micros() as i64);
         if stale && !expired && row.int("has_intent")? == 1 {
-            match interrupted::recover(db, record, created).await?.0 {
-                Recovered::Replay { status, body } => return Ok(Begin::Replay { status, body }),
-                Recovered::Released => continue,
+            match interrupted::recover(db, record, created).await? {
+                (Recovered::Replay { status, body }, recovered) => {
+                    return Ok(Begin::Replay {
+                        status,
+                        body,
+                        recovered,
+                    });
+                }
+                (Recovered::Released, _) => continue,
             }
         }
         if expired || stale {
@@ -171,6 +182,7 @@ pub async fn begin(
         return Ok(Begin::Replay {
             status: row.opt_int("response_status")?.unwrap_or(200) as u16,
             body: row.opt_text("response_body")?.unwrap_or_default(),
+            recovered: 0,
         });
     }
     Ok(Begin::InFlight)

@@ -39,6 +39,7 @@ use crate::model::webhooks::EventName;
 use crate::provider::{OutgoingMessage, PlannedEvent, Provider, ProviderError};
 use crate::sql;
 use crate::store::{Backend, Db, JobFuture, RowExt, SharedText, Sql, Tx, execute_all};
+use crate::telemetry::{Limiter, ProviderErrorKind, SendStatus, Telemetry, context};
 
 pub const MAX_ATTACHMENTS: usize = 20;
 pub const MAX_RECIPIENTS: usize = 50;
@@ -451,6 +452,8 @@ pub struct Sending {
     pub open_tracking: bool,
     /// Where that image is served from.
     pub public_url: Arc<str>,
+    /// Counts sends by outcome and times the provider.
+    pub metrics: Telemetry,
 }
 
 /// Sends one message through the provider, recording it whatever happens.
@@ -464,9 +467,12 @@ pub async fn send(
     input: SendInput,
 ) -> Result<SendOutcome, CoreError> {
     let (ctx, key) = (ctx.into(), key.clone());
-    tokio::spawn(async move { start(ctx, &key, input).await?.finish().await })
-        .await
-        .map_err(|e| CoreError::Internal(anyhow::anyhow!("a send's task failed: {e}")))?
+    // With the request's span and id: the record and its events are the request's.
+    tokio::spawn(context::carry(async move {
+        start(ctx, &key, input).await?.finish().await
+    }))
+    .await
+    .map_err(|e| CoreError::Internal(anyhow::anyhow!("a send's task failed: {e}")))?
 }
 
 /// A send the provider has answered and whose record is queued (on SQLite)
@@ -522,11 +528,11 @@ impl Drop for PendingSend {
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move {
+                runtime.spawn(context::carry(async move {
                     if let Err(cause) = written.await {
                         accepted.record_short(cause).await;
                     }
-                });
+                }));
             }
             Err(_) => tracing::error!(
                 id = %accepted.message.id,
@@ -806,7 +812,10 @@ pub async fn start(
             ),
         ));
     }
-    ctx.quota.admit(recipients.len()).await?;
+    if let Err(e) = ctx.quota.admit(recipients.len()).await {
+        ctx.metrics.refused(Limiter::SendQuota);
+        return Err(e);
+    }
 
     let (mailbox, new_mailbox) = sender_mailbox(key, &from, found_mailbox, sending_domain.id)?;
     let now = clock::now_micros();
@@ -894,18 +903,33 @@ pub async fn start(
     .unwrap_or_else(|| Err(std::io::Error::other("the composer stopped")));
     let outcome = match composed {
         Ok(raw) => {
-            ctx.provider
+            let called = std::time::Instant::now();
+            let answer = ctx
+                .provider
                 .send_raw(&OutgoingMessage {
                     from: from.clone(),
                     recipients: recipients.clone(),
                     raw,
                     message_id: id.clone(),
                 })
-                .await
+                .await;
+            ctx.metrics.provider_call(answer.is_ok(), called.elapsed());
+            if let Err(e) = &answer {
+                ctx.metrics.provider_error(match e {
+                    ProviderError::Rejected(_) => ProviderErrorKind::Rejected,
+                    ProviderError::NotFound(_) => ProviderErrorKind::NotFound,
+                    ProviderError::Throttled { .. } => ProviderErrorKind::Throttled,
+                    ProviderError::Unavailable(_) => ProviderErrorKind::Unavailable,
+                });
+            }
+            answer
         }
-        Err(e) => Err(ProviderError::Rejected(format!(
-            "the message could not be composed: {e}"
-        ))),
+        Err(e) => {
+            ctx.metrics.provider_error(ProviderErrorKind::Compose);
+            Err(ProviderError::Rejected(format!(
+                "the message could not be composed: {e}"
+            )))
+        }
     };
     let done_at = clock::now_micros();
     let (status, provider_message_id, error, event, failure) = match outcome {
@@ -947,6 +971,18 @@ pub async fn start(
             (status, None, Some(text), event, Some(err))
         }
     };
+
+    ctx.metrics.send_finished(match status {
+        MessageStatus::Sent => SendStatus::Sent,
+        MessageStatus::Rejected => SendStatus::Rejected,
+        _ => SendStatus::Failed,
+    });
+    tracing::debug!(
+        %id,
+        status = ?status,
+        provider_message_id = provider_message_id.as_deref().unwrap_or(""),
+        "provider answered the send"
+    );
 
     // What the provider already knows it will report (the simulator's
     // outcomes): stored with the record, so a crash cannot lose them.

@@ -118,9 +118,9 @@ pub async fn serve(
         match registry.admit(peer.ip()) {
             Ok(admitted) => {
                 if admitted.evicted {
-                    counters.evicted.inc();
+                    counters.evicted.increment(1);
                 }
-                counters.open.inc();
+                counters.open.increment(1.0);
                 tokio::spawn(connection(
                     stream,
                     peer,
@@ -137,8 +137,8 @@ pub async fn serve(
             }
             Err(refusal) => {
                 match refusal {
-                    Refusal::PerIp => counters.refused_per_ip.inc(),
-                    Refusal::Full => counters.refused_full.inc(),
+                    Refusal::PerIp => counters.refused_per_ip.increment(1),
+                    Refusal::Full => counters.refused_full.increment(1),
                 }
                 refuse(stream, refusal);
             }
@@ -233,8 +233,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, slot: Slot, shared: Con
         let wake = match activity.deadline(header, idle) {
             Some((at, why)) if at <= std::time::Instant::now() => {
                 match why {
-                    Expiry::Header => shared.counters.header_timeouts.inc(),
-                    Expiry::Idle => shared.counters.idle_timeouts.inc(),
+                    Expiry::Header => shared.counters.header_timeouts.increment(1),
+                    Expiry::Idle => shared.counters.idle_timeouts.increment(1),
                 }
                 break;
             }
@@ -257,7 +257,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, slot: Slot, shared: Con
             }
         }
     }
-    shared.counters.open.dec();
+    shared.counters.open.decrement(1.0);
     drop(slot);
     drop(shared.close_rx);
 }

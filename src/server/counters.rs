@@ -1,33 +1,39 @@
-//! What the connection limits did, counted for the metrics page.
+//! What the connection limits did, counted into the application's metrics.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use metrics::{Counter, Gauge};
 
-/// A count that only grows, or a gauge.
-#[derive(Default)]
-pub struct Count(AtomicU64);
-
-impl Count {
-    pub fn inc(&self) {
-        self.0.fetch_add(1, Relaxed);
-    }
-
-    pub fn dec(&self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
-
-    pub fn get(&self) -> u64 {
-        self.0.load(Relaxed)
-    }
-}
+use crate::telemetry::Telemetry;
 
 /// What the HTTP connection limits did (kept by `crate::server`).
-#[derive(Default)]
 pub struct ConnectionCounters {
-    pub open: Count,
-    pub header_timeouts: Count,
-    pub idle_timeouts: Count,
+    pub open: Gauge,
+    pub header_timeouts: Counter,
+    pub idle_timeouts: Counter,
     /// Closed to make room for a newcomer at the global cap.
-    pub evicted: Count,
-    pub refused_per_ip: Count,
-    pub refused_full: Count,
+    pub evicted: Counter,
+    pub refused_per_ip: Counter,
+    pub refused_full: Counter,
+}
+
+impl ConnectionCounters {
+    pub fn new(telemetry: &Telemetry) -> ConnectionCounters {
+        let (
+            open,
+            [
+                header_timeouts,
+                idle_timeouts,
+                evicted,
+                refused_per_ip,
+                refused_full,
+            ],
+        ) = telemetry.connection_handles();
+        ConnectionCounters {
+            open,
+            header_timeouts,
+            idle_timeouts,
+            evicted,
+            refused_per_ip,
+            refused_full,
+        }
+    }
 }

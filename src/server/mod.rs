@@ -10,4 +10,4 @@ pub mod fd_limit;
 mod limits;
 
 pub use accept::{ServeLimits, listen, serve};
-pub use counters::{ConnectionCounters, Count};
+pub use counters::ConnectionCounters;

@@ -66,6 +66,9 @@ pub struct SmtpConfig {
     pub memory: MemoryBudget,
     /// Offered as STARTTLS when set.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Where sessions and messages are counted: the application's, so that
+    /// its `/metrics` shows them.
+    pub metrics: crate::telemetry::Telemetry,
 }
 
 impl Default for SmtpConfig {
@@ -83,6 +86,7 @@ impl Default for SmtpConfig {
             max_errors: 20,
             memory: MemoryBudget::new(DEFAULT_MESSAGE_MEMORY_BUDGET),
             tls: None,
+            metrics: crate::telemetry::Telemetry::new(),
         }
     }
 }

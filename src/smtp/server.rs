@@ -24,6 +24,8 @@ use crate::core::inbound_auth::{self, Origin, SessionMemo};
 use crate::core::memory::{self, MemoryBudget, Reservation};
 use crate::dns::Dns;
 use crate::store::{Backend, Db};
+use crate::telemetry::ReplyClass;
+use tracing::Instrument;
 
 /// How long sessions get to finish after shutdown is asked for.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -145,6 +147,7 @@ pub async fn run(
         // Per client first: an address at its cap must not use up global slots.
         let Some(client_slot) = per_client.try_enter(peer.ip()) else {
             tracing::warn!(peer = %peer, "smtp connection refused: too many from this client");
+            config.metrics.smtp_session(ReplyClass::Transient);
             turn_away(
                 &mut sessions,
                 &busy_slots,
@@ -155,6 +158,7 @@ pub async fn run(
         };
         match registry.admit() {
             Some(slot) => {
+                config.metrics.smtp_session(ReplyClass::Positive);
                 let slot = Arc::new(slot);
                 let watch = slot.clone();
                 let ctx = Ctx {
@@ -168,27 +172,37 @@ pub async fn run(
                     auth_memo: SessionMemo::default(),
                     slot,
                 };
-                sessions.spawn(async move {
-                    let _client_slot = client_slot;
-                    // An evicted session answers 421 when it next waits for
-                    // a command; wherever it is stuck instead (a write to a
-                    // client that does not read, a TLS handshake), it is
-                    // dropped. It holds no accepted message: a session in
-                    // DATA cannot be evicted.
-                    let evicted = async {
-                        watch.evicted().await;
-                        tokio::time::sleep(EVICTED_CLOSE).await;
-                    };
-                    tokio::select! {
-                        () = serve_connection(stream, peer, ctx) => {}
-                        () = evicted => {
-                            tracing::debug!(peer = %peer, "smtp evicted session dropped");
+                // Every line the session logs carries its id and peer.
+                let span = tracing::info_span!(
+                    "smtp",
+                    session_id = %crate::ids::random_token(12),
+                    peer = %peer,
+                );
+                sessions.spawn(
+                    async move {
+                        let _client_slot = client_slot;
+                        // An evicted session answers 421 when it next waits for
+                        // a command; wherever it is stuck instead (a write to a
+                        // client that does not read, a TLS handshake), it is
+                        // dropped. It holds no accepted message: a session in
+                        // DATA cannot be evicted.
+                        let evicted = async {
+                            watch.evicted().await;
+                            tokio::time::sleep(EVICTED_CLOSE).await;
+                        };
+                        tokio::select! {
+                            () = serve_connection(stream, peer, ctx) => {}
+                            () = evicted => {
+                                tracing::debug!(peer = %peer, "smtp evicted session dropped");
+                            }
                         }
                     }
-                });
+                    .instrument(span),
+                );
             }
             None => {
                 tracing::warn!(peer = %peer, "smtp connection refused: every session is in DATA");
+                config.metrics.smtp_session(ReplyClass::Transient);
                 turn_away(
                     &mut sessions,
                     &busy_slots,
@@ -551,10 +565,15 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                     DataEnd::Message(raw, reservation) => {
                         let reply = deliver(ctx, peer, envelope, raw, trace_len).await;
                         drop(reservation);
+                        config.metrics.smtp_message(ReplyClass::of(reply.code));
                         reply
                     }
-                    DataEnd::Refused(reply) => reply,
+                    DataEnd::Refused(reply) => {
+                        config.metrics.smtp_message(ReplyClass::of(reply.code));
+                        reply
+                    }
                     DataEnd::Close(reply) => {
+                        config.metrics.smtp_message(ReplyClass::of(reply.code));
                         close_with(&mut rd, &mut out, reply, idle).await?;
                         return Ok(Outcome::Closed);
                     }

@@ -31,6 +31,7 @@ use rusqlite::Connection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use super::{Sql, Tx, TxInner, index_writes, lite};
+use crate::telemetry::context::Carried;
 
 /// At most this many jobs share one transaction, so that one commit never
 /// waits on an unbounded amount of work.
@@ -126,10 +127,14 @@ impl GroupWriter {
     {
         let (reply, answer) = oneshot::channel::<Result<T, E>>();
         let is_large = large.is_some();
+        // The job runs on the writer's thread in the span, and with the
+        // request id, of the code that queued it (see `telemetry::context`).
+        let carried = Carried::here();
         let run: Run = Box::new(move |tx: &mut Tx| {
-            Box::pin(async move {
+            Box::pin(carried.run(async move {
                 let result = work(tx).await;
                 let ok = result.is_ok();
+                tracing::debug!(ok, "group commit: job ran");
                 let deliver: Deliver = Box::new(move |commit_error: Option<String>| {
                     // Committed (or failed): the next large write may queue.
                     drop(large);
@@ -142,7 +147,7 @@ impl GroupWriter {
                     let _ = reply.send(outcome);
                 });
                 (ok, deliver)
-            })
+            }))
         });
         let queued = self
             .jobs

@@ -375,6 +375,12 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         sqlite: SEND_INTENTS,
         postgres: SEND_INTENTS,
     },
+    Migration {
+        version: 14,
+        name: "request ids of events",
+        sqlite: REQUEST_IDS,
+        postgres: REQUEST_IDS,
+    },
 ];
 
 /// What a keyed send meant to send, written with its idempotency record
@@ -388,6 +394,14 @@ CREATE INDEX idempotency_keys_running ON idempotency_keys (created_at) WHERE sta
 ALTER TABLE waiting_provider_events ADD COLUMN message_tag TEXT;
 CREATE INDEX waiting_provider_events_tag ON waiting_provider_events (message_tag) WHERE message_tag IS NOT NULL;
 CREATE INDEX messages_queued ON messages (created_at) WHERE status = 'queued';
+"#;
+
+/// The id of the HTTP request that caused an event, carried to its webhook
+/// tasks so that an attempt logs it (`telemetry::context`). Null for events
+/// no request caused (SMTP, SNS sweeps) and for rows written before.
+const REQUEST_IDS: &str = r#"
+ALTER TABLE events ADD COLUMN request_id TEXT;
+ALTER TABLE webhook_tasks ADD COLUMN request_id TEXT;
 "#;
 
 /// Provider events not applied yet (`core::waiting_events`): for a message

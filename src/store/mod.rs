@@ -952,12 +952,12 @@ impl Db {
         // goes away, and a batch need not wait for one record before
         // starting the next send.
         let writer = self.writer.clone();
-        let written = tokio::spawn(async move {
+        let written = tokio::spawn(crate::telemetry::context::carry(async move {
             let mut tx = Tx::deferred(writer);
             let value = work(&mut tx).await?;
             tx.commit().await?;
             Ok(value)
-        });
+        }));
         Box::pin(async move {
             match written.await {
                 Ok(outcome) => outcome,

@@ -30,11 +30,13 @@ use axum::body::Bytes;
 use rand::seq::SliceRandom;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
 
 use crate::clock;
 use crate::config::Config;
 use crate::dns::Dns;
 use crate::store::Db;
+use crate::telemetry::Telemetry;
 use crate::webhooks::queue::{self, DueEndpoint, Finished, Task};
 use crate::webhooks::sender::{self, Sender};
 
@@ -154,16 +156,21 @@ pub struct Webhooks {
 
 impl Webhooks {
     /// Builds the engine and starts its background tasks (needs a Tokio runtime).
-    pub fn start(db: Db, config: &Config, dns: Arc<Dns>) -> Webhooks {
-        let w = Webhooks::idle(db, config, dns);
+    pub fn start(db: Db, config: &Config, dns: Arc<Dns>, metrics: Telemetry) -> Webhooks {
+        let w = Webhooks::idle(db, config, dns, metrics);
         w.run();
         w
     }
 
     /// Builds the engine without starting delivery (pings and replays still
     /// work); [`Webhooks::run`] starts it.
-    pub fn idle(db: Db, config: &Config, dns: Arc<Dns>) -> Webhooks {
-        let sender = Sender::new(dns, sender::policy_for(config.env), config.webhook_timeout);
+    pub fn idle(db: Db, config: &Config, dns: Arc<Dns>, metrics: Telemetry) -> Webhooks {
+        let sender = Sender::new(
+            dns,
+            sender::policy_for(config.env),
+            config.webhook_timeout,
+            metrics,
+        );
         let (stop, _) = watch::channel(false);
         Webhooks {
             inner: Arc::new(Inner {
@@ -424,8 +431,16 @@ async fn claim_round(
         let in_flight = in_flight.clone();
         let url = ep.url.clone();
         let secret = ep.secret.clone();
+        // The attempt logs under the id of the request that caused its event.
+        let span = tracing::info_span!(
+            "webhook_attempt",
+            request_id = task.request_id.as_deref().unwrap_or(""),
+            delivery = %task.id,
+            webhook_id = %task.webhook_id,
+            attempt = task.attempt,
+        );
         attempts.spawn(async move {
-            let finished = attempt(&sender, &url, &secret, task).await;
+            let finished = attempt(&sender, &url, &secret, task).instrument(span).await;
             if let Ok(mut m) = in_flight.lock() {
                 m.remove(&finished.envelope_id);
             }
@@ -446,6 +461,7 @@ async fn attempt(sender: &Sender, url: &str, secret: &str, task: Task) -> Finish
     let started_at = clock::now_micros();
     let body = Bytes::from(task.payload.clone());
     let r = sender.send(url, secret, &task.id, body).await;
+    tracing::debug!(status = r.status, outcome = ?r.outcome, "webhook attempt");
     Finished {
         webhook_id: task.webhook_id,
         envelope_id: task.id,

@@ -122,7 +122,7 @@ async fn dispatch_in(
 ) -> Result<Dispatched, sqlx::Error> {
     let rows = Sql::with(
         &format!(
-            "SELECT seq, id, type, mailbox_id, payload, created_at FROM events \
+            "SELECT seq, id, type, mailbox_id, payload, created_at, request_id FROM events \
              WHERE dispatched_at IS NULL AND seq > $1 ORDER BY seq LIMIT {limit}{}",
             lock_clause(backend)
         ),
@@ -149,7 +149,7 @@ async fn dispatch_in(
     let now = clock::now_micros();
     let due = now.saturating_add(micros(first_delay));
     let mut seqs: Vec<i64> = Vec::with_capacity(rows.len());
-    let mut tasks: Vec<[crate::store::Value; 8]> = Vec::new();
+    let mut tasks: Vec<[crate::store::Value; 9]> = Vec::new();
     for r in &rows {
         seqs.push(r.int("seq")?);
         let event_id = r.text("id")?;
@@ -157,6 +157,7 @@ async fn dispatch_in(
         let mailbox = r.opt_text("mailbox_id")?;
         let payload = r.text("payload")?;
         let created_at = r.int("created_at")?;
+        let request_id = r.opt_text("request_id")?;
         for (wid, events, wmailbox, since) in &endpoints {
             // An endpoint gets only events that happened after it was created.
             if *since > created_at
@@ -175,13 +176,14 @@ async fn dispatch_in(
                 1i64.into(),
                 due.into(),
                 now.into(),
+                request_id.as_deref().into(),
             ]);
         }
     }
     let task_count = tasks.len();
     for chunk in tasks.chunks(INSERT_CHUNK) {
         let mut q = Sql::new(
-            "INSERT INTO webhook_tasks (id, webhook_id, event_id, event_type, payload, attempt, next_attempt_at, created_at) VALUES ",
+            "INSERT INTO webhook_tasks (id, webhook_id, event_id, event_type, payload, attempt, next_attempt_at, created_at, request_id) VALUES ",
         );
         for (i, row) in chunk.iter().enumerate() {
             if i > 0 {
@@ -252,6 +254,8 @@ pub struct Task {
     pub payload: String,
     /// This attempt's number.
     pub attempt: i64,
+    /// The id of the request that caused the event, if one did.
+    pub request_id: Option<String>,
     /// The lease this claim holds; the record step only touches the task
     /// while the lease is still this one.
     pub lease_until: i64,
@@ -292,7 +296,7 @@ pub async fn claim(
                 .push(lock_clause(db.backend()))
                 .push(&format!(") c{i}"));
         }
-        q.push(") RETURNING id, webhook_id, event_id, event_type, payload, attempt");
+        q.push(") RETURNING id, webhook_id, event_id, event_type, payload, attempt, request_id");
         claims.push(q);
     }
     if claims.is_empty() {
@@ -310,6 +314,7 @@ pub async fn claim(
                         event_type: r.text("event_type")?,
                         payload: r.text("payload")?,
                         attempt: r.int("attempt")?,
+                        request_id: r.opt_text("request_id")?,
                         lease_until,
                     });
                 }
@@ -588,6 +593,52 @@ fn delivery_values(q: &mut Sql, id: &str, f: &Finished) {
         f.succeeded.into(),
         f.started_at.into(),
     ]);
+}
+
+/// Queue depth is counted up to this many tasks: a count of a huge
+/// backlog would cost the scrape a walk of all of it.
+pub const DEPTH_COUNTED_UP_TO: i64 = 100_000;
+
+/// The queue's state for `/metrics`, read from the database so that every
+/// process of a deployment reports the same figures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueGauges {
+    /// Tasks in the queue (due, waiting for a retry or in flight), at most
+    /// [`DEPTH_COUNTED_UP_TO`].
+    pub depth: i64,
+    /// Microseconds the oldest due task of an enabled endpoint has waited
+    /// (0 when none is due).
+    pub oldest_due_age: i64,
+    /// Endpoints disabled, by their owner or after repeated failures.
+    pub disabled_endpoints: i64,
+}
+
+/// Reads [`QueueGauges`]: three bounded reads (the oldest due task is one
+/// probe of the (webhook_id, next_attempt_at) index per enabled endpoint).
+pub async fn gauges(db: &Db, now: i64) -> Result<QueueGauges, sqlx::Error> {
+    let depth = sql!(
+        "SELECT COUNT(*) AS n FROM (SELECT 1 FROM webhook_tasks LIMIT $1) q",
+        DEPTH_COUNTED_UP_TO
+    )
+    .fetch_one(db.reader())
+    .await?
+    .int("n")?;
+    let oldest = sql!(
+        "SELECT MIN((SELECT t.next_attempt_at FROM webhook_tasks t WHERE t.webhook_id = w.id \
+         ORDER BY t.next_attempt_at LIMIT 1)) AS oldest FROM webhooks w WHERE w.enabled = 1"
+    )
+    .fetch_one(db.reader())
+    .await?
+    .opt_int("oldest")?;
+    let disabled_endpoints = sql!("SELECT COUNT(*) AS n FROM webhooks WHERE enabled = 0")
+        .fetch_one(db.reader())
+        .await?
+        .int("n")?;
+    Ok(QueueGauges {
+        depth,
+        oldest_due_age: oldest.map_or(0, |o| now.saturating_sub(o).max(0)),
+        disabled_endpoints,
+    })
 }
 
 /// Gives back the leases of claimed tasks that were never attempted (at

@@ -18,6 +18,7 @@ use axum::body::Bytes;
 
 use crate::config::Environment;
 use crate::dns::{Dns, DnsError};
+use crate::telemetry::{AttemptOutcome, Telemetry};
 use crate::webhooks::signature::{self, WebhookSecret};
 use crate::webhooks::ssrf::{self, UrlError, UrlPolicy, WebhookTarget};
 
@@ -51,6 +52,8 @@ pub struct AttemptResult {
     pub succeeded: bool,
     /// Whether a failure is worth another attempt (408, 429, 5xx, no reply).
     pub retryable: bool,
+    /// How it ended, for the metrics.
+    pub outcome: AttemptOutcome,
 }
 
 /// How a reply status is judged: (succeeded, retryable).
@@ -75,6 +78,8 @@ pub struct Sender {
     policy: UrlPolicy,
     timeout: Duration,
     clients: Arc<Mutex<HashMap<ClientKey, (reqwest::Client, Instant)>>>,
+    /// Counts every attempt (pings and replays too) by outcome.
+    metrics: Telemetry,
 }
 
 /// A resolver for the delivery clients that answers nothing: the only names
@@ -89,12 +94,13 @@ impl reqwest::dns::Resolve for RefuseResolver {
 }
 
 impl Sender {
-    pub fn new(dns: Arc<Dns>, policy: UrlPolicy, timeout: Duration) -> Sender {
+    pub fn new(dns: Arc<Dns>, policy: UrlPolicy, timeout: Duration, metrics: Telemetry) -> Sender {
         Sender {
             dns,
             policy,
             timeout,
             clients: Arc::new(Mutex::new(HashMap::new())),
+            metrics,
         }
     }
 
@@ -105,7 +111,17 @@ impl Sender {
     /// Checks `url` and resolves its host; returns the target and the only
     /// socket addresses a delivery may connect to.
     pub async fn check(&self, url: &str) -> Result<(WebhookTarget, Vec<SocketAddr>), String> {
-        let target = ssrf::check_url(url, self.policy).map_err(|e| e.to_string())?;
+        self.checked(url).await.map_err(|(_, e)| e)
+    }
+
+    /// [`Sender::check`], telling a refusal by the URL guard from a host
+    /// that does not resolve.
+    async fn checked(
+        &self,
+        url: &str,
+    ) -> Result<(WebhookTarget, Vec<SocketAddr>), (AttemptOutcome, String)> {
+        let refused = |e: UrlError| (AttemptOutcome::Refused, e.to_string());
+        let target = ssrf::check_url(url, self.policy).map_err(refused)?;
         let ips = if target.loopback_allowed && target.ip_literal().is_none() {
             // `localhost` is loopback by definition (RFC 6761); it is not
             // asked of the DNS servers, which need not know it.
@@ -119,16 +135,21 @@ impl Sender {
                 None => match self.dns.lookup_ips(&target.host).await {
                     Ok(ips) => ips,
                     Err(DnsError::NoRecords(_)) => {
-                        return Err(UrlError::NoAddresses {
+                        let e = UrlError::NoAddresses {
                             host: target.host.clone(),
-                        }
-                        .to_string());
+                        };
+                        return Err((AttemptOutcome::Dns, e.to_string()));
                     }
-                    Err(e) => return Err(format!("webhook URL host could not be resolved: {e}")),
+                    Err(e) => {
+                        return Err((
+                            AttemptOutcome::Dns,
+                            format!("webhook URL host could not be resolved: {e}"),
+                        ));
+                    }
                 },
             }
         };
-        let addrs = ssrf::check_resolved(&target, &ips).map_err(|e| e.to_string())?;
+        let addrs = ssrf::check_resolved(&target, &ips).map_err(refused)?;
         Ok((target, addrs))
     }
 
@@ -188,7 +209,7 @@ impl Sender {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let outcome =
             tokio::time::timeout_at(deadline, self.post(url, secret, envelope_id, body)).await;
-        let (status, response_body, error) = match outcome {
+        let (status, response_body, error, kind) = match outcome {
             Err(_) => (
                 None,
                 String::new(),
@@ -196,8 +217,9 @@ impl Sender {
                     "no reply within {} ms (timeout)",
                     self.timeout.as_millis()
                 )),
+                AttemptOutcome::Timeout,
             ),
-            Ok(Err(e)) => (None, String::new(), Some(e)),
+            Ok(Err((kind, e))) => (None, String::new(), Some(e), kind),
             Ok(Ok(resp)) => {
                 let status = resp.status().as_u16();
                 let text = read_limited(resp, deadline).await;
@@ -206,9 +228,10 @@ impl Sender {
                 } else {
                     Some(format!("endpoint answered HTTP {status}"))
                 };
-                (Some(status), text, error)
+                (Some(status), text, error, AttemptOutcome::of_status(status))
             }
         };
+        self.metrics.webhook_attempt(kind);
         let (succeeded, retryable) = match status {
             Some(s) => classify(s),
             None => (false, true),
@@ -220,6 +243,7 @@ impl Sender {
             duration_ms: i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX),
             succeeded,
             retryable,
+            outcome: kind,
         }
     }
 
@@ -229,10 +253,13 @@ impl Sender {
         secret: &str,
         envelope_id: &str,
         body: Bytes,
-    ) -> Result<reqwest::Response, String> {
-        let secret = WebhookSecret::parse(secret).map_err(|e| format!("stored secret: {e}"))?;
-        let (target, addrs) = self.check(url).await?;
-        let client = self.client(&target, &addrs)?;
+    ) -> Result<reqwest::Response, (AttemptOutcome, String)> {
+        let secret = WebhookSecret::parse(secret)
+            .map_err(|e| (AttemptOutcome::Error, format!("stored secret: {e}")))?;
+        let (target, addrs) = self.checked(url).await?;
+        let client = self
+            .client(&target, &addrs)
+            .map_err(|e| (AttemptOutcome::Error, e))?;
         let timestamp = crate::clock::now_micros().div_euclid(1_000_000);
         let sig = signature::sign(&secret, envelope_id, timestamp, &body);
         client
@@ -244,7 +271,16 @@ impl Sender {
             .body(body)
             .send()
             .await
-            .map_err(describe_error)
+            .map_err(|e| {
+                let kind = if e.is_timeout() {
+                    AttemptOutcome::Timeout
+                } else if e.is_connect() || e.is_request() {
+                    AttemptOutcome::Connect
+                } else {
+                    AttemptOutcome::Error
+                };
+                (kind, describe_error(e))
+            })
     }
 }
 

@@ -858,6 +858,11 @@ async fn quota_is_readable_and_an_exhausted_quota_fails_fast() {
         app.get("/api/v1/provider").await.body["quota"]["sent_last_24_hours"],
         2.0
     );
+    let metrics = app.call("GET", "/metrics", None, None).await.text;
+    assert!(
+        metrics.contains("pigeonhole_rate_limit_refusals_total{limiter=\"send_quota\"} 1"),
+        "{metrics}"
+    );
 }
 
 /// The simulator, but every send fails in one way.

@@ -348,9 +348,13 @@ impl Drop for TestSmtp {
 }
 
 /// Starts `pigeonhole::smtp::run` on 127.0.0.1:0 with `config`, over the
-/// app's database and resolver (its test DNS server).
+/// app's database, resolver (its test DNS server) and metrics.
 #[allow(dead_code)]
 pub async fn start_smtp(app: &TestApp, config: pigeonhole::smtp::SmtpConfig) -> TestSmtp {
+    let config = pigeonhole::smtp::SmtpConfig {
+        metrics: app.state.metrics.clone(),
+        ..config
+    };
     start_smtp_with(&app.db, app.state.dns.clone(), config).await
 }
 

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, eventually};
+use crate::helpers::{TestApp, eventually, spawn_app_with};
 use crate::idempotency::{post, ready, simple};
+use crate::metrics::{must, scrape};
 use pigeonhole::clock;
 use pigeonhole::core::idempotency::{self, Begin};
 use pigeonhole::core::interrupted::{self, INTERRUPTED_ERROR, Intent, RecordKey, Timings};
@@ -23,6 +24,7 @@ use pigeonhole::sql;
 use pigeonhole::store::RowExt;
 
 const STALE: Duration = Duration::from_secs(300);
+const RECOVERED: &str = "pigeonhole_sends_interrupted_recovered_total";
 
 async fn key_id(app: &TestApp) -> String {
     app.get("/api/v1/me").await.body["id"]
@@ -143,6 +145,8 @@ async fn a_retry_after_a_crash_replays_the_recorded_message_without_sending() {
     let again = post(&app, "/api/v1/emails", "crashed", &body).await;
     assert_eq!(again.text, r.text);
     assert_eq!(provider_sends(&app).await, 0);
+    // Counted once, by the retry that recovered it.
+    assert_eq!(must(&scrape(&app).await, RECOVERED), 1.0);
 }
 
 #[tokio::test]
@@ -357,4 +361,37 @@ async fn a_keyed_send_that_completes_leaves_nothing_to_recover() {
     let again = post(&app, "/api/v1/emails", "done", &body).await;
     assert_eq!(again.text, first.text);
     assert_eq!(provider_sends(&app).await, 1);
+}
+
+#[tokio::test]
+async fn every_process_recovers_and_fails_interrupted_sends_without_a_retry() {
+    let app = spawn_app_with(|m| {
+        m.insert("PIGEONHOLE_INTERRUPTED_SEND_AFTER".into(), "0.2".into());
+        m.insert("PIGEONHOLE_INTERRUPTED_SEND_GIVE_UP".into(), "0.4".into());
+    })
+    .await;
+    app.verified_domain("example.com").await;
+    assert_eq!(must(&scrape(&app).await, RECOVERED), 0.0);
+    let body = simple("a@b.com");
+    let ids = interrupted_send(
+        &app,
+        "POST /emails",
+        "swept",
+        &body,
+        std::slice::from_ref(&body),
+    )
+    .await;
+    // The process's own sweep records it, counts it, and, with no provider
+    // event, ends it failed.
+    eventually("the sweep to fail the recovered send", || async {
+        let m = app.get(&format!("/api/v1/emails/{}", ids[0])).await;
+        (m.body["status"] == "failed").then_some(())
+    })
+    .await;
+    assert_eq!(must(&scrape(&app).await, RECOVERED), 1.0);
+    assert_eq!(email_events(&app).await, vec!["email.failed"]);
+    let r = post(&app, "/api/v1/emails", "swept", &body).await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    assert_eq!(r.body["id"], ids[0].as_str());
+    assert_eq!(provider_sends(&app).await, 0);
 }

@@ -21,6 +21,7 @@ mod interrupted;
 mod layering;
 mod mailboxes;
 mod message_memory;
+mod metrics;
 mod openapi;
 mod ops;
 mod processes;

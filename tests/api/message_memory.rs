@@ -281,6 +281,11 @@ async fn large_sends_wait_for_memory_then_get_503() {
     assert_error(&r, 503, "server_error");
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(app.list_all("/api/v1/emails").await.is_empty());
+    let metrics = app.call("GET", "/metrics", None, None).await.text;
+    assert!(
+        metrics.contains("pigeonhole_rate_limit_refusals_total{limiter=\"memory\"} 2"),
+        "{metrics}"
+    );
 
     // Given back while it waits: it goes through, the file intact.
     let sending = {
