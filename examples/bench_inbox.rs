@@ -11,6 +11,8 @@
 //! `--seed N` (1), `--rows-per-statement N` (500), `--tx-messages N` messages
 //! per load transaction (2000), `--budget SECS` wall time per measured figure
 //! (30; at least 5 samples), `--keep` (keep the database afterwards),
+//! `--no-analyze` (PostgreSQL: measure right after the load, before any
+//! `VACUUM ANALYZE` of the benchmark's own),
 //! `--explain` (print the query plans of the measured list queries),
 //! `--db URL` (reuse a database kept by an earlier run with the same sizes and
 //! seed: nothing is loaded, the same plan is regenerated to pick ids and terms).
@@ -49,6 +51,7 @@ struct Args {
     tx_messages: usize,
     budget_secs: usize,
     keep: bool,
+    no_analyze: bool,
     explain: bool,
     db: Option<String>,
 }
@@ -80,6 +83,7 @@ fn parse_args() -> Args {
         tx_messages: num("--tx-messages", 2000).max(1),
         budget_secs: num("--budget", 30).max(1),
         keep: args.iter().any(|a| a == "--keep"),
+        no_analyze: args.iter().any(|a| a == "--no-analyze"),
         explain: args.iter().any(|a| a == "--explain"),
         db: get("--db"),
     }
@@ -1948,7 +1952,9 @@ async fn main() -> anyhow::Result<()> {
                     .execute(db.writer())
                     .await?;
                 // What autovacuum would have done by the time anyone reads.
-                sqlx::raw_sql("VACUUM ANALYZE").execute(db.writer()).await?;
+                if !args.no_analyze {
+                    sqlx::raw_sql("VACUUM ANALYZE").execute(db.writer()).await?;
+                }
             }
             Backend::Sqlite => {
                 // What the service keeps as it goes: each thread's document
