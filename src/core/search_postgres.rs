@@ -21,9 +21,12 @@
 //! The GIN index is read through SQL functions that turn sequential and
 //! plain index scans off (`ph_thread_matches`, `ph_message_matches`,
 //! migration 15), so the count and the collection are bitmap scans of the
-//! index however the statistics read; the walk and the collection put the
-//! document look-ups behind `OFFSET 0` and a correlated `EXISTS`, which
-//! the planner cannot turn into a scan of every document.
+//! index however the statistics read. The walk looks each row's document
+//! up in a `LATERAL` aggregate and the collection joins each match to its
+//! row in a `LATERAL … OFFSET 0`: neither can be pulled up into a join, so
+//! each is a probe by key per row, never a scan of every document (a
+//! correlated `EXISTS` can be: PostgreSQL planned it as a hashed scan of
+//! every thread document, chosen at run time).
 
 use crate::core::paging::Page;
 use crate::store::{Db, RowExt, Sql};
@@ -150,11 +153,7 @@ fn walk(
     let (docs, key, column, _) = list.documents.parts();
     let (table, alias, time_col) = (list.table, list.alias, list.time_col);
     let mut sql = Sql::new(&format!(
-        "SELECT w.k, w.id, (CASE WHEN EXISTS (SELECT 1 FROM {docs} d WHERE d.{key} = w.id AND d.{column} @@ "
-    ));
-    push_query(&mut sql, words);
-    sql.push(&format!(
-        ") THEN 1 ELSE 0 END)::BIGINT AS hit FROM (SELECT {time_col} AS k, {alias}.id AS id \
+        "SELECT w.k, w.id, h.hit FROM (SELECT {time_col} AS k, {alias}.id AS id \
          FROM {table} {alias} WHERE 1 = 1"
     ));
     (list.filters)(&mut sql);
@@ -163,7 +162,12 @@ fn walk(
         after,
     }
     .push(&mut sql, time_col, &format!("{alias}.id"));
-    sql.push(") w ORDER BY w.k DESC, w.id DESC");
+    sql.push(&format!(
+        ") w CROSS JOIN LATERAL (SELECT COUNT(*) AS hit FROM (SELECT 1 FROM {docs} d \
+         WHERE d.{key} = w.id AND d.{column} @@ "
+    ));
+    push_query(&mut sql, words);
+    sql.push(" LIMIT 1) x) h ORDER BY w.k DESC, w.id DESC");
     sql
 }
 
