@@ -171,6 +171,20 @@ pub async fn reindex_thread(
     tx.write_index(remove.into_iter().chain(add)).await
 }
 
+/// A draft was written into a thread and moved its `last_message_at`:
+/// the thread's key follows it (its words do not change: drafts are not
+/// searched).
+pub async fn draft_written(
+    tx: &mut Tx,
+    backend: Backend,
+    thread_id: &str,
+) -> Result<(), sqlx::Error> {
+    match backend {
+        Backend::Sqlite => reindex_thread(tx, backend, thread_id).await,
+        Backend::Postgres => crate::core::search_postgres::follow_thread(tx, thread_id).await,
+    }
+}
+
 /// Most bytes of a thread's search document: the words of its newest
 /// messages, up to four messages' worth of indexed text.
 pub const MAX_THREAD_DOCUMENT: usize = 4 * MAX_INDEXED_TEXT;

@@ -125,17 +125,8 @@ pub async fn page_ids(
         }
         if !counted {
             counted = true;
-            let n = count(list.documents, words, bounds.collect_max)
-                .fetch_one(db.reader())
-                .await?
-                .int("n")?;
-            if n <= bounds.collect_max {
-                return collect(list, words, page, bounds.collect_max)
-                    .fetch_all(db.reader())
-                    .await?
-                    .iter()
-                    .map(|r| Ok((r.int("k")?, r.text("id")?)))
-                    .collect();
+            if let Some(found) = try_collect(db, list, words, page, bounds.collect_max).await? {
+                return Ok(found);
             }
         }
         chunk = bounds.walk_chunk.max(1);
@@ -180,7 +171,72 @@ fn count(documents: Documents, words: &[String], max: i64) -> Sql {
     sql
 }
 
-/// Step 3: the page among the (at most `max`) documents holding the words.
+/// Steps 2 and 3: the page among the documents holding the words, or None
+/// if more than `max` hold them.
+async fn try_collect(
+    db: &Db,
+    list: &SearchedList<'_>,
+    words: &[String],
+    page: &Page,
+    max: i64,
+) -> Result<Option<Vec<(i64, String)>>, sqlx::Error> {
+    if list.documents == Documents::Threads {
+        // The count comes with the page; an empty page does not say it.
+        let rows = collect_threads(list, words, page, max)
+            .fetch_all(db.reader())
+            .await?;
+        if let Some(first) = rows.first() {
+            if first.int("n")? > max {
+                return Ok(None);
+            }
+            return rows
+                .iter()
+                .map(|r| Ok((r.int("k")?, r.text("id")?)))
+                .collect::<Result<_, sqlx::Error>>()
+                .map(Some);
+        }
+    }
+    let n = count(list.documents, words, max)
+        .fetch_one(db.reader())
+        .await?
+        .int("n")?;
+    if n > max {
+        return Ok(None);
+    }
+    if list.documents == Documents::Threads {
+        return Ok(Some(Vec::new()));
+    }
+    collect(list, words, page, max)
+        .fetch_all(db.reader())
+        .await?
+        .iter()
+        .map(|r| Ok((r.int("k")?, r.text("id")?)))
+        .collect::<Result<_, sqlx::Error>>()
+        .map(Some)
+}
+
+/// Step 3 for threads: the (at most `max + 1`) documents holding the words,
+/// with their count, sorted by the thread's `last_message_at` as the
+/// document keeps it; each joined to its thread only until the page is
+/// full.
+fn collect_threads(list: &SearchedList<'_>, words: &[String], page: &Page, max: i64) -> Sql {
+    let alias = list.alias;
+    let mut sql = Sql::new(
+        "SELECT c.last_at AS k, c.id AS id, c.n FROM (SELECT m.id, m.last_at, COUNT(*) OVER () AS n \
+         FROM ph_thread_matches(",
+    );
+    push_query(&mut sql, words);
+    sql.push(", ").bind(max + 1).push(&format!(
+        ") m ORDER BY m.last_at DESC, m.id DESC) c CROSS JOIN LATERAL \
+         (SELECT * FROM threads x WHERE x.id = c.id OFFSET 0) {alias} WHERE 1 = 1"
+    ));
+    (list.filters)(&mut sql);
+    page.push(&mut sql, "c.last_at", "c.id");
+    sql
+}
+
+/// Step 3 for mail: the page among the (at most `max`) messages holding the
+/// words.
 fn collect(list: &SearchedList<'_>, words: &[String], page: &Page, max: i64) -> Sql {
     let (_, _, _, matches) = list.documents.parts();
     let (table, alias, time_col) = (list.table, list.alias, list.time_col);
@@ -217,7 +273,11 @@ pub fn in_order<T>(
 pub const THREAD_DOCUMENTS: &str = r#"
 CREATE TABLE thread_search (
     thread_id TEXT PRIMARY KEY,
-    doc tsvector NOT NULL
+    doc tsvector NOT NULL,
+    -- The thread's last_message_at, kept with it (a message or a draft
+    -- moves it): the matches of a rare word are sorted without their
+    -- threads.
+    last_at BIGINT NOT NULL
 );
 CREATE INDEX thread_search_doc ON thread_search USING GIN (doc);
 ALTER TABLE thread_search ALTER COLUMN doc SET STATISTICS 1000;
@@ -235,9 +295,9 @@ $$;
 CREATE AGGREGATE ph_thread_doc_agg(tsvector) (SFUNC = ph_thread_doc, STYPE = tsvector);
 -- The GIN index read as a bitmap, whatever the statistics say: a scan of
 -- every row stopped by the LIMIT is what a rare word must never get.
-CREATE FUNCTION ph_thread_matches(q tsquery, n BIGINT) RETURNS TABLE (id TEXT)
+CREATE FUNCTION ph_thread_matches(q tsquery, n BIGINT) RETURNS TABLE (id TEXT, last_at BIGINT)
 LANGUAGE sql STABLE SET enable_seqscan = off SET enable_indexscan = off
-AS $$ SELECT thread_id FROM thread_search WHERE doc @@ q LIMIT n $$;
+AS $$ SELECT thread_id, last_at FROM thread_search WHERE doc @@ q LIMIT n $$;
 CREATE FUNCTION ph_message_matches(q tsquery, n BIGINT) RETURNS TABLE (id TEXT)
 LANGUAGE sql STABLE SET enable_seqscan = off SET enable_indexscan = off
 AS $$ SELECT id FROM messages WHERE search @@ q LIMIT n $$;
@@ -246,21 +306,38 @@ AS $$ SELECT id FROM messages WHERE search @@ q LIMIT n $$;
 /// Builds the thread documents of a store that has none (the migration
 /// that creates them, and bulk loaders).
 pub const THREAD_DOCUMENTS_BACKFILL: &str = r#"
-INSERT INTO thread_search (thread_id, doc)
-    SELECT thread_id, ph_thread_doc_agg(search ORDER BY created_at, seq)
-    FROM messages WHERE is_draft = 0 GROUP BY thread_id;
+INSERT INTO thread_search (thread_id, doc, last_at)
+    SELECT m.thread_id, ph_thread_doc_agg(m.search ORDER BY m.created_at, m.seq), MAX(t.last_message_at)
+    FROM messages m JOIN threads t ON t.id = m.thread_id
+    WHERE m.is_draft = 0 GROUP BY m.thread_id;
 "#;
 
 /// Adds a message just written (not a draft) to its thread's document, in
-/// the message's transaction.
+/// the message's transaction, after its thread's row.
 pub async fn index_message(tx: &mut crate::store::Tx, message_id: &str) -> Result<(), sqlx::Error> {
     Sql::new(
-        "INSERT INTO thread_search (thread_id, doc) SELECT thread_id, strip(search) FROM messages WHERE id = ",
+        "INSERT INTO thread_search (thread_id, doc, last_at) SELECT m.thread_id, strip(m.search), \
+         t.last_message_at FROM messages m JOIN threads t ON t.id = m.thread_id WHERE m.id = ",
     )
     .bind(message_id)
-    .push(" ON CONFLICT (thread_id) DO UPDATE SET doc = ph_thread_doc(thread_search.doc, EXCLUDED.doc)")
+    .push(
+        " ON CONFLICT (thread_id) DO UPDATE SET doc = ph_thread_doc(thread_search.doc, EXCLUDED.doc), \
+         last_at = EXCLUDED.last_at",
+    )
     .execute_tx(tx)
     .await?;
+    Ok(())
+}
+
+/// Brings a thread's document's `last_at` up to date with the thread (a
+/// draft moved it).
+pub async fn follow_thread(tx: &mut crate::store::Tx, thread_id: &str) -> Result<(), sqlx::Error> {
+    Sql::new("UPDATE thread_search SET last_at = (SELECT last_message_at FROM threads WHERE id = ")
+        .bind(thread_id)
+        .push(") WHERE thread_id = ")
+        .bind(thread_id)
+        .execute_tx(tx)
+        .await?;
     Ok(())
 }
 
