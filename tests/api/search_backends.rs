@@ -701,6 +701,29 @@ async fn every_step_of_a_bounded_search_gives_the_same_answers() {
             collect_max: 1,
         },
     ];
+    check_bounded_steps(&p, &store, &bounds).await;
+    // On PostgreSQL the migration that creates the thread documents builds
+    // them for the mail already stored; rebuilt that way they give the
+    // same answers.
+    if store.app.db.backend() == pigeonhole::store::Backend::Postgres {
+        sqlx::raw_sql("DELETE FROM thread_search")
+            .execute(store.app.db.writer())
+            .await
+            .unwrap();
+        assert!(
+            thread_pages(&store.app, "apple", None, bounds[1])
+                .await
+                .is_empty()
+        );
+        sqlx::raw_sql(pigeonhole::core::search_postgres::THREAD_DOCUMENTS_BACKFILL)
+            .execute(store.app.db.writer())
+            .await
+            .unwrap();
+        check_bounded_steps(&p, &store, &bounds).await;
+    }
+}
+
+async fn check_bounded_steps(p: &Plan, store: &Store, bounds: &[SearchBounds]) {
     for q in [
         "apple",
         "river stone",
@@ -710,20 +733,20 @@ async fn every_step_of_a_bounded_search_gives_the_same_answers() {
         "nothing",
     ] {
         let live = |t: &ThreadModel| !t.trashed;
-        for b in bounds {
+        for &b in bounds {
             assert_eq!(
                 thread_pages(&store.app, q, None, b).await,
-                expect_threads(&p, q, live),
+                expect_threads(p, q, live),
                 "threads q={q} {b:?}"
             );
             assert_eq!(
                 thread_pages(&store.app, q, Some(Folder::Inbox), b).await,
-                expect_threads(&p, q, |t| live(t) && t.msgs.iter().any(|m| m.inbound)),
+                expect_threads(p, q, |t| live(t) && t.msgs.iter().any(|m| m.inbound)),
                 "inbox threads q={q} {b:?}"
             );
             assert_eq!(
                 received_pages(&store.app, q, b).await,
-                expect_messages(&p, q, true, |_| true),
+                expect_messages(p, q, true, |_| true),
                 "messages q={q} {b:?}"
             );
         }
