@@ -1,5 +1,8 @@
-//! Search on PostgreSQL at a cost bounded by the page and by fixed bounds,
-//! never by the planner's guess of how common the words are.
+//! Search on PostgreSQL in steps of fixed size, each with one plan, never
+//! the planner's guess of how common the words are. Its cost does not
+//! depend on the statistics; it is not flat in the store's size for every
+//! word: a word in just over `collect_max` documents walks about
+//! page × store ÷ `collect_max` rows.
 //!
 //! A list search runs up to three kinds of statements, each with one plan
 //! whatever the words:
@@ -12,9 +15,10 @@
 //! 2. **Count**: if the first chunk did not fill the page, how many
 //!    documents hold the words, counted through the GIN index up to
 //!    [`SearchBounds::collect_max`] and no further.
-//! 3. **Collect**: if that many or fewer, those documents are joined to the
-//!    list by key, filtered, sorted and cut to the page: a rare word costs
-//!    its few matches. Otherwise the walk goes on from where it stopped: a
+//! 3. **Collect**: if that many or fewer, those documents are sorted and
+//!    joined to the list by key, filtered and cut to the page (threads are
+//!    sorted by the time their document keeps and joined only until the
+//!    page is full): a rare word costs its few matches. Otherwise the walk goes on from where it stopped: a
 //!    word in more documents than that is common enough that the walk
 //!    meets a match every `store / collect_max` rows on average.
 //!
