@@ -49,6 +49,7 @@ pub async fn list(
         since: q.since.map(|t| t.0),
         until: q.until.map(|t| t.0),
         mailboxes: mailbox_filter(q.mailbox_id, q.mailbox, q.domain),
+        search_bounds: Default::default(),
     };
     let items = message_lists::received(&s.db, &key.reach, &f, &page).await?;
     Ok(Json(page.list(&s.cursors, items)))

@@ -120,7 +120,7 @@ pub async fn create(
     .execute_tx(&mut tx)
     .await?;
     // The thread's last_message_at moved, and with it its search key.
-    search::reindex_thread(&mut tx, db.backend(), &thread_id).await?;
+    search::draft_written(&mut tx, db.backend(), &thread_id).await?;
     tx.commit().await?;
     get(db, &key.reach, &id).await
 }

@@ -5,8 +5,9 @@ use crate::auth::Reach;
 use crate::core::messages::{COLUMNS, Message};
 use crate::core::paging::Page;
 use crate::core::search;
+use crate::core::search_postgres::{self, SearchBounds};
 use crate::model::messages::{self as model, Folder, MessageStatus};
-use crate::store::{Db, Sql};
+use crate::store::{Backend, Db, Sql};
 
 /// A page of list items with their sort keys, for `Page::list`.
 pub type Items = Vec<(i64, String, model::Message)>;
@@ -47,6 +48,8 @@ pub struct SentFilter {
     pub since: Option<i64>,
     pub until: Option<i64>,
     pub mailboxes: MailboxFilter,
+    /// How much a search may walk and collect on PostgreSQL.
+    pub search_bounds: SearchBounds,
 }
 
 /// The filters of the received-mail list; no `folder` means every folder.
@@ -62,6 +65,8 @@ pub struct ReceivedFilter {
     pub since: Option<i64>,
     pub until: Option<i64>,
     pub mailboxes: MailboxFilter,
+    /// How much a search may walk and collect on PostgreSQL.
+    pub search_bounds: SearchBounds,
 }
 
 /// `since`/`until` bounds (both inclusive) on a list's time column.
@@ -74,15 +79,8 @@ pub(crate) fn push_window(q: &mut Sql, column: &str, since: Option<i64>, until: 
     }
 }
 
-/// Sender, recipient, subject and full-text conditions both lists share.
-fn push_common(
-    db: &Db,
-    q: &mut Sql,
-    from: Option<&str>,
-    to: Option<&str>,
-    subject: Option<&str>,
-    text: Option<&str>,
-) {
+/// Sender, recipient and subject conditions both lists share.
+fn push_common(db: &Db, q: &mut Sql, from: Option<&str>, to: Option<&str>, subject: Option<&str>) {
     if let Some(from) = from {
         q.push(" AND m.from_address = ")
             .bind(from.trim().to_lowercase());
@@ -96,9 +94,62 @@ fn push_common(
         q.push(" AND ");
         db.push_contains(q, "m.subject", subject);
     }
-    if let Some(text) = text {
-        search::push_match(q, db.backend(), "m", text);
-    }
+}
+
+/// A page of a mail list: `filters` are its conditions on `m` (each
+/// starting with ` AND `), `time_col` its order. On SQLite a search is one
+/// more condition; on PostgreSQL it walks or collects within fixed bounds
+/// (`search_postgres`).
+async fn page_of(
+    db: &Db,
+    filters: &(dyn Fn(&mut Sql) + Sync),
+    time_col: &'static str,
+    text: Option<&str>,
+    page: &Page,
+    bounds: SearchBounds,
+) -> Result<Vec<Message>, sqlx::Error> {
+    let rows = match (db.backend(), text) {
+        (Backend::Postgres, Some(text)) => {
+            let words = search::terms(text);
+            if words.is_empty() {
+                return Ok(Vec::new());
+            }
+            let list = search_postgres::SearchedList {
+                table: "messages",
+                alias: "m",
+                time_col,
+                documents: search_postgres::Documents::Messages,
+                filters,
+            };
+            let ids = search_postgres::page_ids(db, &list, &words, page, bounds).await?;
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            let list: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
+            let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM messages m WHERE m.id IN "));
+            q.bind_list(&list);
+            let rows = q
+                .fetch_all(db.reader())
+                .await?
+                .iter()
+                .map(Message::from_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(search_postgres::in_order(&ids, rows, |m| &m.id)
+                .into_iter()
+                .map(|(_, m)| m)
+                .collect());
+        }
+        (_, text) => {
+            let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM messages m WHERE 1 = 1"));
+            filters(&mut q);
+            if let Some(text) = text {
+                search::push_match(&mut q, "m", text);
+            }
+            page.push(&mut q, time_col, "m.id");
+            q.fetch_all(db.reader()).await?
+        }
+    };
+    rows.iter().map(Message::from_row).collect()
 }
 
 /// Sent mail within the reach, newest first by `created_at`; drafts excluded.
@@ -108,46 +159,49 @@ pub async fn sent(
     f: &SentFilter,
     page: &Page,
 ) -> Result<Items, sqlx::Error> {
-    let mut q = Sql::new(&format!(
-        "SELECT {COLUMNS} FROM messages m WHERE m.direction = 'outbound' AND m.is_draft = 0"
-    ));
-    reach.filter_address_columns(&mut q, "m.mailbox", "m.domain");
-    if !f.statuses.is_empty() {
-        let list: Vec<String> = f.statuses.iter().map(|s| s.as_str().to_string()).collect();
-        q.push(" AND m.status IN ");
-        q.bind_list(&list);
-    }
-    push_common(
+    let filters = |q: &mut Sql| {
+        q.push(" AND m.direction = 'outbound' AND m.is_draft = 0");
+        reach.filter_address_columns(q, "m.mailbox", "m.domain");
+        if !f.statuses.is_empty() {
+            let list: Vec<String> = f.statuses.iter().map(|s| s.as_str().to_string()).collect();
+            q.push(" AND m.status IN ");
+            q.bind_list(&list);
+        }
+        push_common(
+            db,
+            q,
+            f.from.as_deref(),
+            f.to.as_deref(),
+            f.subject.as_deref(),
+        );
+        match f.opened {
+            Some(true) => {
+                q.push(" AND m.opened_at IS NOT NULL");
+            }
+            Some(false) => {
+                q.push(" AND m.opened_at IS NULL");
+            }
+            None => {}
+        }
+        if let Some(k) = &f.api_key_id {
+            q.push(" AND m.api_key_id = ").bind(k.clone());
+        }
+        push_window(q, "m.created_at", f.since, f.until);
+        f.mailboxes.push(q, "m.mailbox_id", "m.mailbox", "m.domain");
+    };
+    let messages = page_of(
         db,
-        &mut q,
-        f.from.as_deref(),
-        f.to.as_deref(),
-        f.subject.as_deref(),
+        &filters,
+        "m.created_at",
         f.text.as_deref(),
-    );
-    match f.opened {
-        Some(true) => {
-            q.push(" AND m.opened_at IS NOT NULL");
-        }
-        Some(false) => {
-            q.push(" AND m.opened_at IS NULL");
-        }
-        None => {}
-    }
-    if let Some(k) = &f.api_key_id {
-        q.push(" AND m.api_key_id = ").bind(k.clone());
-    }
-    push_window(&mut q, "m.created_at", f.since, f.until);
-    f.mailboxes
-        .push(&mut q, "m.mailbox_id", "m.mailbox", "m.domain");
-    page.push(&mut q, "m.created_at", "m.id");
-    let rows = q.fetch_all(db.reader()).await?;
-    rows.iter()
-        .map(|r| {
-            let m = Message::from_row(r)?;
-            Ok((m.created_at, m.id.clone(), m.summary()))
-        })
-        .collect()
+        page,
+        f.search_bounds,
+    )
+    .await?;
+    Ok(messages
+        .into_iter()
+        .map(|m| (m.created_at, m.id.clone(), m.summary()))
+        .collect())
 }
 
 /// Received mail within the reach, newest first by `received_at`.
@@ -157,40 +211,45 @@ pub async fn received(
     f: &ReceivedFilter,
     page: &Page,
 ) -> Result<Items, sqlx::Error> {
-    let mut q = Sql::new(&format!(
-        "SELECT {COLUMNS} FROM messages m WHERE m.direction = 'inbound'"
-    ));
-    reach.filter_address_columns(&mut q, "m.mailbox", "m.domain");
-    if let Some(folder) = f.folder {
-        q.push(" AND m.folder = ").bind(folder.as_str());
-    }
-    if let Some(t) = &f.thread_id {
-        q.push(" AND m.thread_id = ").bind(t.clone());
-    }
-    push_common(
+    let filters = |q: &mut Sql| {
+        q.push(" AND m.direction = 'inbound'");
+        reach.filter_address_columns(q, "m.mailbox", "m.domain");
+        if let Some(folder) = f.folder {
+            q.push(" AND m.folder = ").bind(folder.as_str());
+        }
+        if let Some(t) = &f.thread_id {
+            q.push(" AND m.thread_id = ").bind(t.clone());
+        }
+        push_common(
+            db,
+            q,
+            f.from.as_deref(),
+            f.to.as_deref(),
+            f.subject.as_deref(),
+        );
+        if let Some(unread) = f.unread {
+            q.push(" AND m.is_read = ").bind(!unread);
+        }
+        push_window(q, "m.received_at", f.since, f.until);
+        f.mailboxes.push(q, "m.mailbox_id", "m.mailbox", "m.domain");
+    };
+    let messages = page_of(
         db,
-        &mut q,
-        f.from.as_deref(),
-        f.to.as_deref(),
-        f.subject.as_deref(),
+        &filters,
+        "m.received_at",
         f.text.as_deref(),
-    );
-    if let Some(unread) = f.unread {
-        q.push(" AND m.is_read = ").bind(!unread);
-    }
-    push_window(&mut q, "m.received_at", f.since, f.until);
-    f.mailboxes
-        .push(&mut q, "m.mailbox_id", "m.mailbox", "m.domain");
-    page.push(&mut q, "m.received_at", "m.id");
-    let rows = q.fetch_all(db.reader()).await?;
-    rows.iter()
-        .map(|r| {
-            let m = Message::from_row(r)?;
-            Ok((
+        page,
+        f.search_bounds,
+    )
+    .await?;
+    Ok(messages
+        .into_iter()
+        .map(|m| {
+            (
                 m.received_at.unwrap_or(m.created_at),
                 m.id.clone(),
                 m.summary(),
-            ))
+            )
         })
-        .collect()
+        .collect())
 }

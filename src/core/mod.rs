@@ -23,6 +23,7 @@ pub mod provider_info;
 pub mod quota;
 pub mod rate_windows;
 pub mod search;
+pub mod search_postgres;
 pub mod sending;
 pub mod spf;
 pub mod suppressions;

@@ -1,7 +1,8 @@
 //! Full-text search, the one place the two dialects really differ: SQLite
 //! FTS5 (contentless indexes kept in step by hand: one of messages, one of
-//! threads keyed by recency) and PostgreSQL tsvector (a generated column
-//! with a GIN index).
+//! threads keyed by recency) and PostgreSQL tsvector (a generated column of
+//! each message and a document per thread, each with a GIN index, searched
+//! within fixed bounds by `search_postgres`).
 
 use crate::store::{Backend, FtsIndex, IndexWrite, RowExt, SharedText, Sql, Tx};
 
@@ -18,7 +19,7 @@ pub fn indexed_prefix(text: &SharedText) -> SharedText {
 }
 
 /// Words of a user query, stripped of everything FTS syntax could misread.
-fn terms(q: &str) -> Vec<String> {
+pub fn terms(q: &str) -> Vec<String> {
     q.split(|c: char| !c.is_alphanumeric())
         .filter(|t| !t.is_empty())
         .take(16)
@@ -26,56 +27,21 @@ fn terms(q: &str) -> Vec<String> {
         .collect()
 }
 
-/// Appends ` AND <messages alias>.<seq> matches q`. A query with no words
-/// matches nothing.
-pub fn push_match(sql: &mut Sql, backend: Backend, alias: &str, q: &str) {
-    let words = terms(q);
-    if words.is_empty() {
-        sql.push(" AND 1 = 0");
-        return;
-    }
-    match backend {
-        Backend::Sqlite => {
-            let expr = quoted(&words);
+/// Appends ` AND <messages alias>.seq` is one of a message matching q, on
+/// SQLite (PostgreSQL searches through `search_postgres`). A query with no
+/// words matches nothing.
+pub fn push_match(sql: &mut Sql, alias: &str, q: &str) {
+    match fts_expression(q) {
+        Some(expr) => {
             sql.push(&format!(
                 " AND {alias}.seq IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH "
             ))
             .bind(expr)
             .push(")");
         }
-        Backend::Postgres => {
-            // SQLite's FTS plan does not depend on the words; it keeps its
-            // prepared statements.
-            sql.plan_each_run();
-            sql.push(&format!(
-                " AND {alias}.search @@ plainto_tsquery('simple', "
-            ))
-            .bind(words.join(" "))
-            .push(")");
+        None => {
+            sql.push(" AND 1 = 0");
         }
-    }
-}
-
-/// Appends ` AND <thread alias>.id` is one whose messages hold every word
-/// of `q`, on PostgreSQL, whose planner chooses between walking threads newest first
-/// and collecting the matches from the tsvector statistics. SQLite searches
-/// threads through their own index instead: see [`push_thread_search`].
-///
-/// Each word may be in any message of the thread but a draft, as in
-/// SQLite's thread documents: one condition per word.
-pub fn push_thread_match_postgres(sql: &mut Sql, alias: &str, q: &str) {
-    sql.plan_each_run();
-    let words = terms(q);
-    if words.is_empty() {
-        sql.push(" AND 1 = 0");
-    }
-    for word in words {
-        sql.push(&format!(
-            " AND {alias}.id IN (SELECT m.thread_id FROM messages m WHERE m.is_draft = 0 \
-             AND m.search @@ plainto_tsquery('simple', "
-        ))
-        .bind(word)
-        .push("))");
     }
 }
 
@@ -134,7 +100,8 @@ INSERT INTO threads_fts (rowid, body)
 /// long thread cost the square of its length. A thread whose key still
 /// falls in its `last_message_at` keeps it; otherwise it takes the key below
 /// the lowest one taken in that microsecond. The index itself is written
-/// through [`Tx::write_index`]. PostgreSQL needs none.
+/// through [`Tx::write_index`]. PostgreSQL's thread documents take each
+/// message's words in [`index_message`] and need no key.
 pub async fn reindex_thread(
     tx: &mut Tx,
     backend: Backend,
@@ -204,6 +171,20 @@ pub async fn reindex_thread(
     tx.write_index(remove.into_iter().chain(add)).await
 }
 
+/// A draft was written into a thread and moved its `last_message_at`:
+/// the thread's key follows it (its words do not change: drafts are not
+/// searched).
+pub async fn draft_written(
+    tx: &mut Tx,
+    backend: Backend,
+    thread_id: &str,
+) -> Result<(), sqlx::Error> {
+    match backend {
+        Backend::Sqlite => reindex_thread(tx, backend, thread_id).await,
+        Backend::Postgres => crate::core::search_postgres::follow_thread(tx, thread_id).await,
+    }
+}
+
 /// Most bytes of a thread's search document: the words of its newest
 /// messages, up to four messages' worth of indexed text.
 pub const MAX_THREAD_DOCUMENT: usize = 4 * MAX_INDEXED_TEXT;
@@ -268,6 +249,9 @@ pub async fn unindex_threads(
     backend: Backend,
     thread_ids: &[String],
 ) -> Result<(), sqlx::Error> {
+    if backend == Backend::Postgres {
+        return crate::core::search_postgres::unindex_threads(tx, thread_ids).await;
+    }
     unindex(
         tx,
         backend,
@@ -293,7 +277,8 @@ fn quoted(words: &[String]) -> String {
         .join(" ")
 }
 
-/// Indexes a message just inserted (PostgreSQL's column maintains itself).
+/// Indexes a message just inserted, not a draft. PostgreSQL's column of
+/// the message maintains itself; its thread's document takes its words.
 pub async fn index_message(
     tx: &mut Tx,
     backend: Backend,
@@ -302,7 +287,7 @@ pub async fn index_message(
     body: &str,
 ) -> Result<(), sqlx::Error> {
     if backend != Backend::Sqlite {
-        return Ok(());
+        return crate::core::search_postgres::index_message(tx, message_id).await;
     }
     let seq = Sql::new("SELECT seq FROM messages WHERE id = ")
         .bind(message_id)

@@ -10,6 +10,7 @@ use crate::core::message_lists::MailboxFilter;
 use crate::core::messages::{self, COLUMNS as MESSAGE_COLUMNS, Message};
 use crate::core::paging::Page;
 use crate::core::search;
+use crate::core::search_postgres::{self, SearchBounds};
 use crate::core::sending::{self, SendInput, Sending};
 use crate::core::threads::{format_folders, parse_folders};
 use crate::mime::compose::OutgoingAttachment;
@@ -115,6 +116,8 @@ pub struct ThreadFilter {
     pub since: Option<i64>,
     pub until: Option<i64>,
     pub mailboxes: MailboxFilter,
+    /// How much a search may walk and collect on PostgreSQL.
+    pub search_bounds: SearchBounds,
 }
 
 /// A page of threads within the reach with their sort keys, newest first
@@ -125,17 +128,102 @@ pub async fn list(
     f: &ThreadFilter,
     page: &Page,
 ) -> Result<Vec<(i64, String, model::Thread)>, sqlx::Error> {
-    // On SQLite a search reads the thread index newest first and pages by
-    // its key (see `search::thread_search_select`).
-    let sqlite_search = f
-        .text
-        .as_deref()
-        .filter(|_| db.backend() == Backend::Sqlite);
-    let mut q = match sqlite_search {
-        Some(_) => search::thread_search_select(COLUMNS),
-        None => Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE 1 = 1")),
+    // An unknown label matches nothing.
+    let label = match &f.label {
+        Some(l) => Some(labels::find(db, l).await?.map(|found| found.id)),
+        None => None,
     };
-    reach.filter_address_columns(&mut q, "t.mailbox", "t.domain");
+    let filters = |q: &mut Sql| push_filters(db, reach, f, label.as_ref(), q);
+    let (threads, positions): (Vec<Thread>, Vec<i64>) = match (db.backend(), f.text.as_deref()) {
+        // SQLite reads the thread index newest first and pages by its key
+        // (see `search::thread_search_select`).
+        (Backend::Sqlite, Some(text)) => {
+            let mut q = search::thread_search_select(COLUMNS);
+            filters(&mut q);
+            search::push_thread_search(&mut q, text);
+            page.push_key(&mut q, "f.rowid");
+            let rows = q.fetch_all(db.reader()).await?;
+            let threads = rows
+                .iter()
+                .map(Thread::from_row)
+                .collect::<Result<_, _>>()?;
+            let keys = rows
+                .iter()
+                .map(|r| r.int("search_key"))
+                .collect::<Result<_, _>>()?;
+            (threads, keys)
+        }
+        // PostgreSQL walks or collects within fixed bounds (`search_postgres`).
+        (Backend::Postgres, Some(text)) => {
+            let words = search::terms(text);
+            if words.is_empty() {
+                return Ok(Vec::new());
+            }
+            let list = search_postgres::SearchedList {
+                table: "threads",
+                alias: "t",
+                time_col: "t.last_message_at",
+                documents: search_postgres::Documents::Threads,
+                filters: &filters,
+            };
+            let ids = search_postgres::page_ids(db, &list, &words, page, f.search_bounds).await?;
+            let threads = by_ids(db, &ids).await?;
+            let positions = threads.iter().map(|t| t.last_message_at).collect();
+            (threads, positions)
+        }
+        (_, None) => {
+            let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE 1 = 1"));
+            filters(&mut q);
+            page.push(&mut q, "t.last_message_at", "t.id");
+            let threads: Vec<Thread> = q
+                .fetch_all(db.reader())
+                .await?
+                .iter()
+                .map(Thread::from_row)
+                .collect::<Result<_, _>>()?;
+            let positions = threads.iter().map(|t| t.last_message_at).collect();
+            (threads, positions)
+        }
+    };
+    let wire = with_labels(db, &threads).await?;
+    Ok(threads
+        .iter()
+        .zip(positions)
+        .zip(wire)
+        .map(|((t, at), w)| (at, t.id.clone(), w))
+        .collect())
+}
+
+/// Threads of the given ids, in the ids' order (any gone since skipped).
+async fn by_ids(db: &Db, ids: &[(i64, String)]) -> Result<Vec<Thread>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let list: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
+    let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE t.id IN "));
+    q.bind_list(&list);
+    let rows = q
+        .fetch_all(db.reader())
+        .await?
+        .iter()
+        .map(Thread::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(search_postgres::in_order(ids, rows, |t| &t.id)
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect())
+}
+
+/// The list's conditions on `t`, each starting with ` AND `. `label` is the
+/// label filter's id, None when the label is unknown.
+fn push_filters(
+    db: &Db,
+    reach: &Reach,
+    f: &ThreadFilter,
+    label: Option<&Option<String>>,
+    q: &mut Sql,
+) {
+    reach.filter_address_columns(q, "t.mailbox", "t.domain");
     match f.folder {
         None => {
             q.push(" AND t.folders NOT LIKE '%,trash,%' AND t.folders NOT LIKE '%,spam,%'");
@@ -146,17 +234,16 @@ pub async fn list(
             q.push(&format!(" AND t.folders LIKE '%,{},%'", folder.as_str()));
         }
     }
-    if let Some(l) = &f.label {
-        match labels::find(db, l).await? {
-            Some(found) => {
-                q.push(" AND EXISTS (SELECT 1 FROM thread_labels tl WHERE tl.thread_id = t.id AND tl.label_id = ")
-                    .bind(found.id)
-                    .push(")");
-            }
-            None => {
-                q.push(" AND 1 = 0");
-            }
+    match label {
+        Some(Some(id)) => {
+            q.push(" AND EXISTS (SELECT 1 FROM thread_labels tl WHERE tl.thread_id = t.id AND tl.label_id = ")
+                .bind(id.clone())
+                .push(")");
         }
+        Some(None) => {
+            q.push(" AND 1 = 0");
+        }
+        None => {}
     }
     match f.unread {
         Some(true) => {
@@ -180,41 +267,10 @@ pub async fn list(
     }
     if let Some(subject) = &f.subject {
         q.push(" AND ");
-        db.push_contains(&mut q, "t.subject", subject);
+        db.push_contains(q, "t.subject", subject);
     }
-    crate::core::message_lists::push_window(&mut q, "t.last_message_at", f.since, f.until);
-    f.mailboxes
-        .push(&mut q, "t.mailbox_id", "t.mailbox", "t.domain");
-    match (sqlite_search, f.text.as_deref()) {
-        (Some(text), _) => {
-            search::push_thread_search(&mut q, text);
-            page.push_key(&mut q, "f.rowid");
-        }
-        (None, Some(text)) => {
-            search::push_thread_match_postgres(&mut q, "t", text);
-            page.push(&mut q, "t.last_message_at", "t.id");
-        }
-        (None, None) => page.push(&mut q, "t.last_message_at", "t.id"),
-    }
-    let rows = q.fetch_all(db.reader()).await?;
-    let threads: Vec<Thread> = rows
-        .iter()
-        .map(Thread::from_row)
-        .collect::<Result<_, _>>()?;
-    let positions: Vec<i64> = match sqlite_search {
-        Some(_) => rows
-            .iter()
-            .map(|r| r.int("search_key"))
-            .collect::<Result<_, _>>()?,
-        None => threads.iter().map(|t| t.last_message_at).collect(),
-    };
-    let wire = with_labels(db, &threads).await?;
-    Ok(threads
-        .iter()
-        .zip(positions)
-        .zip(wire)
-        .map(|((t, at), w)| (at, t.id.clone(), w))
-        .collect())
+    crate::core::message_lists::push_window(q, "t.last_message_at", f.since, f.until);
+    f.mailboxes.push(q, "t.mailbox_id", "t.mailbox", "t.domain");
 }
 
 /// Threads on the wire with their labels, for many threads at once.

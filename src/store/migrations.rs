@@ -2,7 +2,7 @@
 //! only because DDL differs (types, full-text search); queries do not.
 
 use super::{Backend, Db};
-use crate::core::search;
+use crate::core::{search, search_postgres};
 use crate::sql;
 use crate::store::RowExt;
 
@@ -381,6 +381,14 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         sqlite: REQUEST_IDS,
         postgres: REQUEST_IDS,
     },
+    Migration {
+        version: 15,
+        name: "thread search documents",
+        // SQLite has its thread index since migration 10.
+        sqlite: "SELECT 1;",
+        // With the backfill: see `ddl`.
+        postgres: search_postgres::THREAD_DOCUMENTS,
+    },
 ];
 
 /// What a keyed send meant to send, written with its idempotency record
@@ -503,6 +511,11 @@ fn ddl(m: &Migration, backend: Backend) -> String {
                CREATE INDEX messages_search ON messages USING GIN (search);"
         }
         (10, Backend::Sqlite) => format!("{}{}", m.sqlite, search::thread_index_backfill()),
+        (15, Backend::Postgres) => format!(
+            "{}{}",
+            m.postgres,
+            search_postgres::THREAD_DOCUMENTS_BACKFILL
+        ),
         // An INTEGER PRIMARY KEY is SQLite's rowid: each new row's is above
         // every row's there is, which is all the order `seq` must keep.
         (_, Backend::Sqlite) => m.sqlite.replace("{SEQ}", "INTEGER PRIMARY KEY"),

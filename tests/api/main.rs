@@ -29,6 +29,7 @@ mod provider_events;
 mod reach_writes;
 mod received;
 mod receiver;
+mod search_backends;
 mod send_safety;
 mod sending_rules;
 mod ses_moto;
