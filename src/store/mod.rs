@@ -367,9 +367,6 @@ impl From<Option<&str>> for Value {
 pub struct Sql {
     text: String,
     args: Vec<Value>,
-    /// Planned for its own values on every run (PostgreSQL) instead of
-    /// prepared once per connection: see [`Sql::plan_each_run`].
-    plan_each_run: bool,
 }
 
 impl Sql {
@@ -377,7 +374,6 @@ impl Sql {
         Sql {
             text: text.to_string(),
             args: Vec::new(),
-            plan_each_run: false,
         }
     }
 
@@ -386,7 +382,6 @@ impl Sql {
         Sql {
             text: text.to_string(),
             args,
-            plan_each_run: false,
         }
     }
 
@@ -420,16 +415,6 @@ impl Sql {
         &self.text
     }
 
-    /// Not kept as a prepared statement, so PostgreSQL plans it for the
-    /// values of each run. A prepared statement switches to one generic plan
-    /// after a few runs, and for a full-text search the best plan depends on
-    /// how common the words are: a walk newest-first suits a common word
-    /// and is ruinous for a rare one.
-    pub fn plan_each_run(&mut self) -> &mut Self {
-        self.plan_each_run = true;
-        self
-    }
-
     fn arguments(&self) -> Result<AnyArguments<'_>, sqlx::Error> {
         let mut args = AnyArguments::default();
         // Borrowed: the driver copies each value once, into what it sends.
@@ -451,7 +436,6 @@ impl Sql {
     ) -> Result<u64, sqlx::Error> {
         let args = self.arguments()?;
         Ok(sqlx::query_with(&self.text, args)
-            .persistent(!self.plan_each_run)
             .execute(ex)
             .await?
             .rows_affected())
@@ -462,10 +446,7 @@ impl Sql {
         ex: E,
     ) -> Result<Vec<AnyRow>, sqlx::Error> {
         let args = self.arguments()?;
-        sqlx::query_with(&self.text, args)
-            .persistent(!self.plan_each_run)
-            .fetch_all(ex)
-            .await
+        sqlx::query_with(&self.text, args).fetch_all(ex).await
     }
 
     pub async fn fetch_optional<'e, E: Executor<'e, Database = Any>>(
@@ -473,10 +454,7 @@ impl Sql {
         ex: E,
     ) -> Result<Option<AnyRow>, sqlx::Error> {
         let args = self.arguments()?;
-        sqlx::query_with(&self.text, args)
-            .persistent(!self.plan_each_run)
-            .fetch_optional(ex)
-            .await
+        sqlx::query_with(&self.text, args).fetch_optional(ex).await
     }
 
     pub async fn fetch_one<'e, E: Executor<'e, Database = Any>>(
@@ -484,10 +462,7 @@ impl Sql {
         ex: E,
     ) -> Result<AnyRow, sqlx::Error> {
         let args = self.arguments()?;
-        sqlx::query_with(&self.text, args)
-            .persistent(!self.plan_each_run)
-            .fetch_one(ex)
-            .await
+        sqlx::query_with(&self.text, args).fetch_one(ex).await
     }
 }
 
