@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::address_domain;
 use crate::core::domains;
 use crate::core::error::CoreError;
 use crate::core::events;
@@ -328,7 +329,7 @@ async fn record_queued(
     created_at: i64,
 ) -> Result<Option<Message>, sqlx::Error> {
     let from = &send.from.1;
-    let from_domain = from.rsplit_once('@').map_or("", |(_, d)| d).to_string();
+    let from_domain = address_domain(from).to_string();
     let recipients: Vec<String> = send
         .to
         .iter()
@@ -487,6 +488,17 @@ pub async fn fail_overdue(
     give_up_after: Duration,
 ) -> Result<usize, sqlx::Error> {
     let cutoff = now.saturating_sub(give_up_after.as_micros() as i64);
+    // A read first: on an idle service nothing is overdue, and the sweep
+    // then costs no write (on SQLite, no turn of the one writer).
+    let overdue = db
+        .lookup_optional(&sql!(
+            "SELECT 1 AS one FROM messages WHERE status = 'queued' AND created_at < $1 LIMIT 1",
+            cutoff
+        ))
+        .await?;
+    if overdue.is_none() {
+        return Ok(0);
+    }
     let backend = db.backend();
     db.write(move |tx| {
         Box::pin(async move {

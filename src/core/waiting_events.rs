@@ -34,6 +34,9 @@ pub const EVENT_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 const FIRST_RECHECK_MICROS: i64 = 100_000;
 const LONGEST_RECHECK_MICROS: i64 = 60_000_000;
 
+/// Waiting events `/metrics` counts at most (and looks for the messages of).
+pub const COUNTED_UP_TO: i64 = 10_000;
+
 /// Messages whose waiting events one sweep applies at most.
 pub const SWEEP_MESSAGES: i64 = 256;
 
@@ -449,10 +452,13 @@ pub async fn next_check(db: &Db) -> Result<Option<i64>, sqlx::Error> {
 /// Waiting events by state, for `/metrics`: (all, those whose message is not
 /// recorded).
 pub async fn counts(db: &Db) -> Result<(i64, i64), sqlx::Error> {
+    // Bounded: `/metrics` asks on every scrape, with no key.
     let row = sql!(
         "SELECT COUNT(*) AS waiting, COALESCE(SUM(CASE WHEN EXISTS \
          (SELECT 1 FROM messages m WHERE m.provider_message_id = w.provider_message_id) \
-         THEN 0 ELSE 1 END), 0) AS unmatched FROM waiting_provider_events w"
+         THEN 0 ELSE 1 END), 0) AS unmatched \
+         FROM (SELECT provider_message_id FROM waiting_provider_events LIMIT $1) w",
+        COUNTED_UP_TO
     )
     .fetch_one(db.reader())
     .await?;
