@@ -4,7 +4,7 @@
 //! (spec §8's "per process").
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::core::rate_windows;
 use crate::store::Db;
@@ -88,6 +88,10 @@ impl Slot {
 pub struct SharedRateLimiter {
     db: Db,
     slots: Mutex<HashMap<String, Slot>>,
+    /// One lease at a time per key: the calls that find a key's block spent
+    /// wait for one lease instead of each taking a block, which would leave
+    /// up to a block per waiting call unspent here and lost to the others.
+    leasing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Used when the database cannot be asked: the request then fails on
     /// its own, or is served under the per-process count.
     local: RateLimiter,
@@ -98,6 +102,7 @@ impl SharedRateLimiter {
         SharedRateLimiter {
             db,
             slots: Mutex::new(HashMap::new()),
+            leasing: Mutex::new(HashMap::new()),
             local: RateLimiter::default(),
         }
     }
@@ -106,6 +111,19 @@ impl SharedRateLimiter {
     pub async fn check(&self, who: &str, limit: u32, now_secs: u64) -> Decision {
         let window = now_secs / 60;
         let reset = (window + 1) * 60;
+        if let Some(d) = self.spend(who, limit, window, reset) {
+            return d;
+        }
+        let turn = {
+            let mut leasing = lock(&self.leasing);
+            if leasing.len() > 100_000 {
+                // Only locks no call holds or waits for.
+                leasing.retain(|_, l| Arc::strong_count(l) > 1);
+            }
+            leasing.entry(who.to_string()).or_default().clone()
+        };
+        let _turn = turn.lock().await;
+        // The lease just before this call's turn may have left calls to spend.
         if let Some(d) = self.spend(who, limit, window, reset) {
             return d;
         }
@@ -201,5 +219,33 @@ mod tests {
         assert!(!c.allowed && c.remaining == 0);
         assert!(r.check("other", 2, 179).allowed);
         assert!(r.check("k", 2, 180).allowed);
+    }
+
+    /// Calls that find the block spent at the same moment share one lease:
+    /// each taking its own would hold many blocks here, lost to the other
+    /// processes.
+    #[tokio::test]
+    async fn concurrent_calls_share_one_lease() {
+        let temp = crate::store::tests::TempSqlite::new("rate-lease").await;
+        let limiter = Arc::new(SharedRateLimiter::new(temp.db.clone()));
+        let now = 6_000;
+        let calls: Vec<_> = (0..64)
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move { limiter.check("key", 10_000, now).await })
+            })
+            .collect();
+        for call in calls {
+            assert!(call.await.unwrap().allowed);
+        }
+        let leased = crate::sql!("SELECT leased FROM rate_windows WHERE who = 'key'")
+            .fetch_one(temp.db.reader())
+            .await
+            .unwrap();
+        use crate::store::RowExt;
+        assert_eq!(leased.int("leased").unwrap(), 100, "one block of 1 %");
+        let last = limiter.check("key", 10_000, now).await;
+        assert_eq!(last.remaining, 10_000 - 65);
+        temp.remove().await;
     }
 }
