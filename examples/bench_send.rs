@@ -147,7 +147,16 @@ async fn main() -> anyhow::Result<()> {
                         let _ = r.bytes().await;
                         lat.push(t.elapsed());
                     }
-                    _ => errors += 1,
+                    Ok(r) => {
+                        errors += 1;
+                        let status = r.status();
+                        let body = r.text().await.unwrap_or_default();
+                        eprintln!("failed: {status} {body}");
+                    }
+                    Err(e) => {
+                        errors += 1;
+                        eprintln!("failed: {e}");
+                    }
                 }
             }
             (lat, errors)
