@@ -126,7 +126,7 @@ impl ApiError {
             ApiError::Rule(rule) => match rule {
                 CoreError::NotFound(_) => StatusCode::NOT_FOUND,
                 CoreError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-                CoreError::Conflict { .. } => StatusCode::CONFLICT,
+                CoreError::Conflict { .. } | CoreError::KeyTaken(_) => StatusCode::CONFLICT,
                 CoreError::Forbidden(_) | CoreError::MissingScope { .. } => StatusCode::FORBIDDEN,
                 CoreError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
                 CoreError::Upstream { kind, .. } => match kind {
@@ -172,7 +172,7 @@ impl ApiError {
             ApiError::Rule(rule) => match rule {
                 CoreError::NotFound(_) => ErrorCode::NotFound,
                 CoreError::Invalid(_) => ErrorCode::InvalidRequest,
-                CoreError::Conflict { .. } => ErrorCode::Conflict,
+                CoreError::Conflict { .. } | CoreError::KeyTaken(_) => ErrorCode::Conflict,
                 CoreError::Forbidden(_) | CoreError::MissingScope { .. } => ErrorCode::Forbidden,
                 CoreError::RateLimited { .. } => ErrorCode::RateLimited,
                 CoreError::Upstream { .. }

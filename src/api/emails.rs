@@ -15,7 +15,7 @@ use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
 use crate::core::error::CoreError;
-use crate::core::idempotency::{self, Begin};
+use crate::core::idempotency::{self, Begin, Claim, StoredReply, Taken};
 use crate::core::interrupted::{Intent, RecordKey};
 use crate::core::memory;
 use crate::core::message_lists::{self, MailboxFilter, SentFilter};
@@ -29,6 +29,7 @@ use crate::model::query::Address;
 use crate::model::sending::{
     BatchItem, BatchObject, BatchRequest, BatchResult, SendRequest, SendResult,
 };
+use crate::store::Backend;
 use utoipa::IntoParams;
 
 pub use crate::model::sending::MAX_BATCH;
@@ -61,44 +62,115 @@ fn fingerprint_if_keyed(keyed: bool, body: &[u8]) -> Result<Option<String>, ApiE
 /// with the same key is 409. Successful replies are stored, and so are the
 /// errors of requests that took effect regardless (a message the provider
 /// accepted but that could not be recorded): a retry must not send again.
-/// `fingerprint` is the request's (see [`fingerprint_if_keyed`]); `intent`
-/// what a send is about to send, written with the key's claim (see
-/// `core::interrupted`).
+/// A send's record stores its reply itself, in the same commit.
 ///
 /// `work`, and the storing of its reply, run on a task of their own (see
 /// [`detached`]): a client that goes away (a timeout, a dropped connection)
 /// must neither cancel a send in the middle of the provider call nor leave
 /// the key `running` over a send that happened, for a retry to take over
 /// once the record is stale and send again.
+///
+/// On PostgreSQL a work that can (`claims_itself`: a single send) is given
+/// the claim to write with its first reads, one round trip fewer; a key it
+/// finds taken goes through [`idempotency::begin`] there.
 async fn idempotent<F, Fut, T>(
     state: &AppState,
     key: &ApiKey,
     endpoint: &'static str,
     headers: &HeaderMap,
-    fingerprint: Option<String>,
-    intent: Option<Intent>,
+    request: KeyedRequest,
     work: F,
 ) -> Result<Response, ApiError>
 where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<(StatusCode, T), ApiError>> + Send + 'static,
+    F: FnOnce(Option<Keyed>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<Reply<T>, ApiError>> + Send + 'static,
     T: Serialize + Send + 'static,
 {
     let idem_key = idempotency_key(headers)?;
-    let (Some(idem_key), Some(fp)) = (idem_key, fingerprint) else {
-        let (status, body) = detached(work()).await?;
-        return Ok((status, Json(body)).into_response());
+    let (Some(idem_key), Some(fp)) = (idem_key, request.fingerprint) else {
+        let reply = detached(work(None)).await?;
+        return Ok((reply.status, Json(reply.body)).into_response());
     };
-    let intent = intent.map(|i| i.to_text()).transpose()?;
+    let intent = request.intent.map(|i| i.to_text()).transpose()?;
     let record = RecordKey {
         api_key_id: key.id.clone(),
         endpoint: endpoint.to_string(),
-        key: idem_key.clone(),
+        key: idem_key,
     };
-    let stale_after = state.config.interrupted_sends.stale_after;
-    match idempotency::begin(&state.db, &record, &fp, intent.as_deref(), stale_after).await? {
-        Begin::Proceed => {}
-        Begin::Replay {
+    let claim = Claim::new(
+        record,
+        fp,
+        intent,
+        state.config.interrupted_sends.stale_after,
+    );
+    let claims_itself = request.claims_itself && state.db.backend() == Backend::Postgres;
+    if !claims_itself && let Begin::Taken(taken) = idempotency::begin(&state.db, &claim).await? {
+        return taken_key(state, taken);
+    }
+    let db = state.db.clone();
+    let held = claim.clone();
+    let done = detached(async move {
+        let keyed = Keyed {
+            record: held.record.clone(),
+            claim: claims_itself.then(|| held.clone()),
+        };
+        // Stored as the JSON text it is answered with, so that a replay is
+        // the first reply byte for byte.
+        let (status, text) = match work(Some(keyed)).await {
+            Ok(reply) if reply.stored => return Ok((reply.status, to_text(&reply.body)?)),
+            Ok(reply) => (reply.status, to_text(&reply.body)?),
+            Err(e) if e.took_effect() => (e.status(), to_text(&e.body())?),
+            // Nothing done, nothing claimed.
+            Err(e @ ApiError::Rule(CoreError::KeyTaken(_))) => return Err(e),
+            Err(e) => {
+                // Failed requests are not stored: the same key may be retried.
+                if let Err(gone) = idempotency::abandon(&db, &held).await {
+                    tracing::warn!(error = %gone, "could not release an idempotency key");
+                }
+                return Err(e);
+            }
+        };
+        idempotency::finish(&db, &held.record, status.as_u16(), &text).await?;
+        Ok((status, text))
+    })
+    .await;
+    let (status, text) = match done {
+        Ok(done) => done,
+        Err(ApiError::Rule(CoreError::KeyTaken(taken))) => return taken_key(state, taken),
+        Err(e) => return Err(e),
+    };
+    let mut resp = Response::new(Body::from(text));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+/// What [`idempotent`] takes of a request.
+struct KeyedRequest {
+    /// The request's (see [`fingerprint_if_keyed`]); None without a key.
+    fingerprint: Option<String>,
+    /// What a send is about to send, written with the key's claim (see
+    /// `core::interrupted`).
+    intent: Option<Intent>,
+    /// The work can claim the key itself (see [`idempotent`]).
+    claims_itself: bool,
+}
+
+/// What a keyed request's work is given.
+struct Keyed {
+    /// Where its reply is stored.
+    record: RecordKey,
+    /// The claim for the work to write, if it claims the key itself.
+    claim: Option<Claim>,
+}
+
+/// What a request answers whose key another request has claimed.
+fn taken_key(state: &AppState, taken: Taken) -> Result<Response, ApiError> {
+    match taken {
+        Taken::Replay {
             status,
             body,
             recovered,
@@ -112,49 +184,36 @@ where
                 HeaderValue::from_static("application/json"),
             );
             h.insert("idempotency-replayed", HeaderValue::from_static("true"));
-            return Ok(resp);
+            Ok(resp)
         }
-        Begin::Mismatch => {
-            return Err(ApiError::conflict(
-                "this Idempotency-Key was already used with a different request",
-            ));
-        }
-        Begin::InFlight => {
-            return Err(ApiError::Rule(CoreError::Conflict {
-                message:
-                    "a request with this Idempotency-Key is still being processed; retry shortly"
-                        .into(),
-                retry_after: Some(1),
-            }));
+        Taken::Mismatch => Err(ApiError::conflict(
+            "this Idempotency-Key was already used with a different request",
+        )),
+        Taken::InFlight => Err(ApiError::Rule(CoreError::Conflict {
+            message: "a request with this Idempotency-Key is still being processed; retry shortly"
+                .into(),
+            retry_after: Some(1),
+        })),
+    }
+}
+
+/// What a request run by [`idempotent`] answers.
+struct Reply<T> {
+    status: StatusCode,
+    body: T,
+    /// Already stored under the request's Idempotency-Key, as the JSON text
+    /// of `body` (a send's record stores it in its own commit).
+    stored: bool,
+}
+
+impl<T> Reply<T> {
+    fn new(status: StatusCode, body: T) -> Reply<T> {
+        Reply {
+            status,
+            body,
+            stored: false,
         }
     }
-    let db = state.db.clone();
-    let key_id = key.id.clone();
-    let (status, text) = detached(async move {
-        // Stored as the JSON text it is answered with, so that a replay is
-        // the first reply byte for byte.
-        let (status, text) = match work().await {
-            Ok((status, body)) => (status, to_text(&body)?),
-            Err(e) if e.took_effect() => (e.status(), to_text(&e.body())?),
-            Err(e) => {
-                // Failed requests are not stored: the same key may be retried.
-                if let Err(gone) = idempotency::abandon(&db, &key_id, endpoint, &idem_key).await {
-                    tracing::warn!(error = %gone, "could not release an idempotency key");
-                }
-                return Err(e);
-            }
-        };
-        idempotency::finish(&db, &key_id, endpoint, &idem_key, status.as_u16(), &text).await?;
-        Ok((status, text))
-    })
-    .await?;
-    let mut resp = Response::new(Body::from(text));
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(resp)
 }
 
 /// The request's `Idempotency-Key`, checked, if it has one.
@@ -260,20 +319,36 @@ pub async fn send(
         intent
     });
     let (state, caller) = (s.clone(), key.clone());
+    let request = KeyedRequest {
+        fingerprint,
+        intent,
+        claims_itself: true,
+    };
     idempotent(
         &s,
         &key,
         "POST /emails",
         &headers,
-        fingerprint,
-        intent,
-        move || async move {
+        request,
+        move |keyed| async move {
+            let mut input = input;
+            if let Some(keyed) = keyed {
+                input.stored_reply = Some(StoredReply {
+                    record: keyed.record,
+                    status: StatusCode::ACCEPTED.as_u16(),
+                });
+                input.claim = keyed.claim;
+            }
             // Not `sending::send`, which would run on yet another task.
             let outcome = sending::start(&state, &caller, input)
                 .await?
                 .finish()
                 .await?;
-            Ok((StatusCode::ACCEPTED, outcome.to_wire()))
+            Ok(Reply {
+                status: StatusCode::ACCEPTED,
+                body: outcome.to_wire(),
+                stored: outcome.reply_stored,
+            })
         },
     )
     .await
@@ -354,14 +429,19 @@ pub async fn batch(
         intent
     });
     let (state, caller) = (s.clone(), key.clone());
+    let request = KeyedRequest {
+        fingerprint,
+        intent,
+        claims_itself: false,
+    };
     idempotent(
         &s,
         &key,
         "POST /emails/batch",
         &headers,
-        fingerprint,
-        intent,
-        move || async move {
+        request,
+        // The reply is stored once every item's record is.
+        move |_keyed| async move {
             let (s, key) = (state, caller);
             let mut results = Vec::with_capacity(inputs.len());
             let (mut sent, mut failed) = (0, 0);
@@ -412,7 +492,7 @@ pub async fn batch(
             } else {
                 StatusCode::MULTI_STATUS
             };
-            Ok((
+            Ok(Reply::new(
                 status,
                 BatchResult {
                     object: BatchObject,

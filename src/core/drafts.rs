@@ -251,6 +251,8 @@ pub async fn send(
         references: Vec::new(),
         attachments: Vec::new(),
         preassigned: None,
+        stored_reply: None,
+        claim: None,
     };
     let db = ctx.db.clone();
     match sending::send(ctx, key, input).await {

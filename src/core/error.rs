@@ -52,6 +52,10 @@ pub enum CoreError {
     /// No capacity now (memory for large bodies); retry after this many seconds.
     #[error("{message}")]
     Busy { message: String, retry_after: u64 },
+    /// A request's Idempotency-Key is another request's, and nothing was
+    /// done: what to answer instead (a replay, or a conflict).
+    #[error("this Idempotency-Key is already in use")]
+    KeyTaken(crate::core::idempotency::Taken),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }

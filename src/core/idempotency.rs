@@ -9,13 +9,20 @@ use sha2::{Digest, Sha256};
 use crate::clock;
 use crate::core::interrupted::{self, RecordKey, Recovered};
 use crate::sql;
-use crate::store::{Db, RowExt, is_unique_violation};
+use crate::store::{Db, RowExt, Sql, is_unique_violation};
 
 pub const RETENTION_MICROS: i64 = 24 * 3600 * 1_000_000;
 
 pub enum Begin {
     /// First time: go ahead, then `finish` or `abandon`.
     Proceed,
+    /// What to answer instead.
+    Taken(Taken),
+}
+
+/// What a request answers whose key another request has claimed.
+#[derive(Debug)]
+pub enum Taken {
     /// Already answered: replay this. `recovered` messages of an
     /// interrupted send were recorded just now to answer it.
     Replay {
@@ -91,37 +98,77 @@ fn write_str(s: &str, out: &mut impl Write) -> std::io::Result<()> {
     serde_json::to_writer(out, s).map_err(std::io::Error::other)
 }
 
-/// Claims the key for a request, writing `intent` (a send's, see
-/// `core::interrupted`) with the claim; or says what to answer instead. A
-/// record of the same request still running after `stale_after` belongs
-/// to a process that died: a record with an intent is recovered (see
-/// [`interrupted::recover`]), one without is taken over.
-pub async fn begin(
-    db: &Db,
-    record: &RecordKey,
-    fingerprint: &str,
-    intent: Option<&str>,
-    stale_after: std::time::Duration,
-) -> Result<Begin, sqlx::Error> {
+/// A request's claim on its key: its record, written `running` with the
+/// request's fingerprint and `intent` (a send's, see `core::interrupted`).
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub record: RecordKey,
+    pub fingerprint: String,
+    pub intent: Option<String>,
+    /// When it is claimed: with the key, what names this claim and no
+    /// other (see [`abandon`]).
+    pub at: i64,
+    /// How long a record may stay `running` before its process is taken
+    /// for dead (see [`begin`]).
+    pub stale_after: std::time::Duration,
+}
+
+impl Claim {
+    pub fn new(
+        record: RecordKey,
+        fingerprint: String,
+        intent: Option<String>,
+        stale_after: std::time::Duration,
+    ) -> Claim {
+        Claim {
+            record,
+            fingerprint,
+            intent,
+            at: clock::now_micros(),
+            stale_after,
+        }
+    }
+
+    fn insert(&self) -> Sql {
+        sql!(
+            "INSERT INTO idempotency_keys (api_key_id, endpoint, key, fingerprint, state, created_at, intent) \
+             VALUES ($1, $2, $3, $4, 'running', $5, $6)",
+            &self.record.api_key_id,
+            &self.record.endpoint,
+            &self.record.key,
+            &self.fingerprint,
+            self.at,
+            self.intent.clone()
+        )
+    }
+
+    /// The claim as a statement that returns a row if it took the key, and
+    /// writes nothing if the key has a record: for a request that claims
+    /// with its first reads (see `Db::write_then_lookup_each`), and calls
+    /// [`begin`] only when the key was taken.
+    pub fn taking_if_free(&self) -> Sql {
+        let mut insert = self.insert();
+        insert.push(" ON CONFLICT DO NOTHING RETURNING created_at");
+        insert
+    }
+}
+
+/// Claims the key for a request (see [`Claim`]); or says what to answer
+/// instead. A record of the same request still running after
+/// `stale_after` belongs to a process that died: a record with an intent
+/// is recovered (see [`interrupted::recover`]), one without is taken over.
+pub async fn begin(db: &Db, claim: &Claim) -> Result<Begin, sqlx::Error> {
+    let stale_after = claim.stale_after;
+    let record = &claim.record;
+    let fingerprint = claim.fingerprint.as_str();
     let (api_key_id, endpoint, key) = (
         record.api_key_id.as_str(),
         record.endpoint.as_str(),
         record.key.as_str(),
     );
-    let now = clock::now_micros();
+    let now = claim.at;
     for _ in 0..3 {
-        let inserted = db
-            .write_statement(sql!(
-                "INSERT INTO idempotency_keys (api_key_id, endpoint, key, fingerprint, state, created_at, intent) \
-                 VALUES ($1, $2, $3, $4, 'running', $5, $6)",
-                api_key_id,
-                endpoint,
-                key,
-                fingerprint,
-                now,
-                intent
-            ))
-            .await;
+        let inserted = db.write_statement(claim.insert()).await;
         match inserted {
             Ok(_) => return Ok(Begin::Proceed),
             Err(e) if is_unique_violation(&e) => {}
@@ -152,11 +199,11 @@ pub async fn begin(
         if stale && !expired && row.int("has_intent")? == 1 {
             match interrupted::recover(db, record, created).await? {
                 (Recovered::Replay { status, body }, recovered) => {
-                    return Ok(Begin::Replay {
+                    return Ok(Begin::Taken(Taken::Replay {
                         status,
                         body,
                         recovered,
-                    });
+                    }));
                 }
                 (Recovered::Released, _) => continue,
             }
@@ -174,54 +221,69 @@ pub async fn begin(
             continue;
         }
         if !same_request {
-            return Ok(Begin::Mismatch);
+            return Ok(Begin::Taken(Taken::Mismatch));
         }
         if state == "running" {
-            return Ok(Begin::InFlight);
+            return Ok(Begin::Taken(Taken::InFlight));
         }
-        return Ok(Begin::Replay {
+        return Ok(Begin::Taken(Taken::Replay {
             status: row.opt_int("response_status")?.unwrap_or(200) as u16,
             body: row.opt_text("response_body")?.unwrap_or_default(),
             recovered: 0,
-        });
+        }));
     }
-    Ok(Begin::InFlight)
+    Ok(Begin::Taken(Taken::InFlight))
 }
 
+/// Where a request's reply is to be stored: its record, and the status it
+/// answers with. A keyed send hands it to the send, whose record stores the
+/// reply in its own commit.
+#[derive(Debug, Clone)]
+pub struct StoredReply {
+    pub record: RecordKey,
+    pub status: u16,
+}
+
+/// Stores the reply of the request that claimed `record`.
 pub async fn finish(
     db: &Db,
-    api_key_id: &str,
-    endpoint: &str,
-    key: &str,
+    record: &RecordKey,
     status: u16,
     body: &str,
 ) -> Result<(), sqlx::Error> {
-    db.write_statement(sql!(
+    db.write_statement(finish_statement(record, status, body))
+        .await
+        .map(|_| ())
+}
+
+/// The statement of [`finish`], for a transaction that stores the reply
+/// with what the request wrote.
+pub fn finish_statement(record: &RecordKey, status: u16, body: &str) -> Sql {
+    // Only this request writes its record while it runs: the statement may
+    // join the request's inserts.
+    sql!(
         // The intent has served once the reply is stored.
         "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_body = $2, \
          intent = NULL WHERE api_key_id = $3 AND endpoint = $4 AND key = $5",
         i64::from(status),
         body,
-        api_key_id,
-        endpoint,
-        key
-    ))
-    .await
-    .map(|_| ())
+        &record.api_key_id,
+        &record.endpoint,
+        &record.key
+    )
+    .joining_inserts()
 }
 
-/// Forgets the key so that a corrected or retried request can use it again.
-pub async fn abandon(
-    db: &Db,
-    api_key_id: &str,
-    endpoint: &str,
-    key: &str,
-) -> Result<(), sqlx::Error> {
+/// Forgets the key so that a corrected or retried request can use it
+/// again: the record of `claim`, and no other request's.
+pub async fn abandon(db: &Db, claim: &Claim) -> Result<(), sqlx::Error> {
     db.write_statement(sql!(
-        "DELETE FROM idempotency_keys WHERE api_key_id = $1 AND endpoint = $2 AND key = $3",
-        api_key_id,
-        endpoint,
-        key
+        "DELETE FROM idempotency_keys WHERE api_key_id = $1 AND endpoint = $2 AND key = $3 \
+         AND created_at = $4 AND state = 'running'",
+        &claim.record.api_key_id,
+        &claim.record.endpoint,
+        &claim.record.key,
+        claim.at
     ))
     .await
     .map(|_| ())

@@ -399,7 +399,18 @@ async fn store(
             .execute_tx(tx)
             .await?;
         }
-        search::index_message(tx, backend, &message.id, &p.subject, &p.search_body).await?;
+        search::index_message(
+            tx,
+            backend,
+            &search::IndexedMessage {
+                id: &message.id,
+                thread_id: &message.thread_id,
+                subject: &p.subject,
+                body: &p.search_body,
+                at: message.created_at,
+            },
+        )
+        .await?;
         search::reindex_thread(tx, backend, &message.thread_id).await?;
         touch_contacts(tx, &mb, p, now).await?;
         events::emit(

@@ -27,9 +27,10 @@ use crate::auth::address_domain;
 use crate::core::domains;
 use crate::core::error::CoreError;
 use crate::core::events;
+use crate::core::idempotency;
 use crate::core::mailboxes::{self, Mailbox};
 use crate::core::messages::{COLUMNS, Message};
-use crate::core::sending::{self, Bodies, SendInput, SendOutcome};
+use crate::core::sending::{self, Bodies, SendInput};
 use crate::core::suppressions;
 use crate::ids;
 use crate::mime::compose::Named;
@@ -277,25 +278,16 @@ async fn recover_in(
     } else {
         ids.first()
             .and_then(|id| recorded.get(id))
-            .map(|m| (202u16, single_reply(m)))
+            .map(|m| (202u16, sending::reply_text(m)))
     };
     let Some((status, body)) = reply else {
         delete_record(tx, record).await?;
         return Ok((Recovered::Released, fresh));
     };
-    let body =
-        body.map_err(|e| sqlx::Error::Protocol(format!("a reply could not be written: {e}")))?;
-    sql!(
-        "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_body = $2, \
-         intent = NULL WHERE api_key_id = $3 AND endpoint = $4 AND key = $5",
-        i64::from(status),
-        body.as_str(),
-        record.api_key_id.as_str(),
-        record.endpoint.as_str(),
-        record.key.as_str()
-    )
-    .execute_tx(tx)
-    .await?;
+    let body = body.map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
+    idempotency::finish_statement(record, status, &body)
+        .execute_tx(tx)
+        .await?;
     if fresh > 0 {
         tracing::warn!(
             endpoint = %record.endpoint,
@@ -405,14 +397,10 @@ async fn record_queued(
     Ok(Some(message))
 }
 
-fn single_reply(m: &Message) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&SendOutcome { message: m.clone() }.to_wire())
-}
-
 fn batch_reply(
     intent: &Intent,
     recorded: &HashMap<String, Message>,
-) -> (u16, Result<String, serde_json::Error>) {
+) -> (u16, Result<String, CoreError>) {
     let (mut sent, mut failed) = (0, 0);
     let mut data = Vec::with_capacity(intent.items.len());
     for (index, item) in (0u32..).zip(&intent.items) {
@@ -444,7 +432,8 @@ fn batch_reply(
         sent,
         failed,
         data,
-    });
+    })
+    .map_err(|e| CoreError::Internal(anyhow::anyhow!("a reply could not be written: {e}")));
     (status, body)
 }
 

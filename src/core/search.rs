@@ -277,17 +277,47 @@ fn quoted(words: &[String]) -> String {
         .join(" ")
 }
 
-/// Indexes a message just inserted, not a draft. PostgreSQL's column of
-/// the message maintains itself; its thread's document takes its words.
+/// A message just inserted (not a draft), as the search index takes it.
+#[derive(Clone, Copy)]
+pub struct IndexedMessage<'a> {
+    pub id: &'a str,
+    pub thread_id: &'a str,
+    pub subject: &'a str,
+    /// Its `search_body`.
+    pub body: &'a str,
+    /// Its `created_at`, which its thread's `last_message_at` takes if later.
+    pub at: i64,
+}
+
+/// On PostgreSQL, the one statement that indexes `message` (its own column
+/// maintains itself; its thread's document takes its words), which may
+/// join the message's inserts (see `store::execute_all`); on SQLite, None:
+/// see [`index_message`].
+pub fn index_message_statement(backend: Backend, message: &IndexedMessage<'_>) -> Option<Sql> {
+    (backend == Backend::Postgres).then(|| {
+        crate::core::search_postgres::index_message_statement(
+            message.thread_id,
+            message.subject,
+            message.body,
+            message.at,
+        )
+    })
+}
+
+/// Indexes a message just inserted, not a draft.
 pub async fn index_message(
     tx: &mut Tx,
     backend: Backend,
-    message_id: &str,
-    subject: &str,
-    body: &str,
+    message: &IndexedMessage<'_>,
 ) -> Result<(), sqlx::Error> {
-    if backend != Backend::Sqlite {
-        return crate::core::search_postgres::index_message(tx, message_id).await;
+    let IndexedMessage {
+        id: message_id,
+        subject,
+        body,
+        ..
+    } = *message;
+    if let Some(statement) = index_message_statement(backend, message) {
+        return statement.execute_tx(tx).await.map(|_| ());
     }
     let seq = Sql::new("SELECT seq FROM messages WHERE id = ")
         .bind(message_id)

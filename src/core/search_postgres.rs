@@ -33,6 +33,7 @@
 //! every thread document, chosen at run time).
 
 use crate::core::paging::Page;
+use crate::sql;
 use crate::store::{Db, RowExt, Sql};
 
 /// Where a list's words are.
@@ -316,21 +317,26 @@ INSERT INTO thread_search (thread_id, doc, last_at)
     WHERE m.is_draft = 0 GROUP BY m.thread_id;
 "#;
 
-/// Adds a message just written (not a draft) to its thread's document, in
-/// the message's transaction, after its thread's row.
-pub async fn index_message(tx: &mut crate::store::Tx, message_id: &str) -> Result<(), sqlx::Error> {
-    Sql::new(
-        "INSERT INTO thread_search (thread_id, doc, last_at) SELECT m.thread_id, strip(m.search), \
-         t.last_message_at FROM messages m JOIN threads t ON t.id = m.thread_id WHERE m.id = ",
-    )
-    .bind(message_id)
-    .push(
-        " ON CONFLICT (thread_id) DO UPDATE SET doc = ph_thread_doc(thread_search.doc, EXCLUDED.doc), \
+/// Adds a message (not a draft) to its thread's document, in the
+/// message's transaction: its words are its `search` column's, computed
+/// from the same values, and `last_at` is what the thread's
+/// `last_message_at` becomes with it (the later of the two; a thread just
+/// created is not there yet). It reads nothing but the thread, as of
+/// before the message, so it may join the message's inserts in one
+/// statement.
+pub fn index_message_statement(thread_id: &str, subject: &str, search_body: &str, at: i64) -> Sql {
+    sql!(
+        "INSERT INTO thread_search (thread_id, doc, last_at) VALUES ($1, \
+         strip(to_tsvector('simple', CAST($2 AS TEXT) || ' ' || CAST($3 AS TEXT))), \
+         GREATEST((SELECT last_message_at FROM threads WHERE id = $1), $4)) \
+         ON CONFLICT (thread_id) DO UPDATE SET doc = ph_thread_doc(thread_search.doc, EXCLUDED.doc), \
          last_at = EXCLUDED.last_at",
+        thread_id,
+        subject,
+        search_body,
+        at
     )
-    .execute_tx(tx)
-    .await?;
-    Ok(())
+    .joining_inserts()
 }
 
 /// Brings a thread's document's `last_at` up to date with the thread (a

@@ -17,6 +17,7 @@ use crate::clock;
 use crate::core::domains;
 use crate::core::error::{CoreError, Problems};
 use crate::core::events;
+use crate::core::idempotency::{self, Begin, Claim, StoredReply};
 use crate::core::interrupted::Preassigned;
 use crate::core::mailboxes::{self, Mailbox};
 use crate::core::memory;
@@ -73,6 +74,15 @@ pub struct SendInput {
     /// The message's id and Message-ID, when they were chosen (and written
     /// down as the send's intent) before it started; else chosen by it.
     pub preassigned: Option<Preassigned>,
+    /// A keyed send's idempotency record: when the provider accepts the
+    /// message, its record stores the reply there too, in the same commit
+    /// (one write fewer than storing it after).
+    pub stored_reply: Option<StoredReply>,
+    /// A keyed send's claim on its key, to be written with the send's first
+    /// reads, before anything is sent. A key found taken goes through
+    /// `idempotency::begin`, which may give it to this send; else the send
+    /// ends with [`CoreError::KeyTaken`] and nothing done.
+    pub claim: Option<Claim>,
 }
 
 impl SendInput {
@@ -379,6 +389,8 @@ pub fn validate(body: SendRequest) -> Result<SendInput, CoreError> {
         references,
         attachments,
         preassigned: None,
+        stored_reply: None,
+        claim: None,
     })
 }
 
@@ -404,20 +416,32 @@ pub async fn validate_aside(body: SendRequest) -> Result<SendInput, CoreError> {
 #[derive(Debug, Clone)]
 pub struct SendOutcome {
     pub message: Message,
+    /// The reply (the JSON text of [`SendOutcome::to_wire`]) is already
+    /// stored under the send's `stored_reply`.
+    pub reply_stored: bool,
 }
 
 impl SendOutcome {
     pub fn to_wire(&self) -> SendResult {
-        let m = &self.message;
-        SendResult {
-            id: crate::ids::Id::from_stored(m.id.clone()),
-            message_id: m.message_id.clone(),
-            provider_message_id: m.provider_message_id.clone(),
-            thread_id: crate::ids::Id::from_stored(m.thread_id.clone()),
-            from: m.from_address.clone(),
-            to: m.to.clone(),
-            subject: m.subject.clone(),
-        }
+        wire(&self.message)
+    }
+}
+
+/// The reply a send of `m` answers with, as stored for its Idempotency-Key.
+pub fn reply_text(m: &Message) -> Result<String, CoreError> {
+    serde_json::to_string(&wire(m))
+        .map_err(|e| CoreError::Internal(anyhow::anyhow!("a reply could not be written: {e}")))
+}
+
+fn wire(m: &Message) -> SendResult {
+    SendResult {
+        id: crate::ids::Id::from_stored(m.id.clone()),
+        message_id: m.message_id.clone(),
+        provider_message_id: m.provider_message_id.clone(),
+        thread_id: crate::ids::Id::from_stored(m.thread_id.clone()),
+        from: m.from_address.clone(),
+        to: m.to.clone(),
+        subject: m.subject.clone(),
     }
 }
 
@@ -479,7 +503,7 @@ pub async fn send(
 /// or written (on PostgreSQL).
 pub struct PendingSend {
     /// `None` once settled.
-    written: Option<JobFuture<'static, Result<Message, CoreError>>>,
+    written: Option<JobFuture<'static, Result<Recorded, CoreError>>>,
     failure: Option<CoreError>,
     recipients: usize,
     quota: Arc<QuotaGuard>,
@@ -502,10 +526,13 @@ impl PendingSend {
         };
         self.written = None;
         match (written, self.accepted.take()) {
-            (Ok(message), _) => match self.failure.take() {
+            (Ok(recorded), _) => match self.failure.take() {
                 None => {
                     self.quota.record(self.recipients);
-                    Ok(SendOutcome { message })
+                    Ok(SendOutcome {
+                        message: recorded.message,
+                        reply_stored: recorded.reply_stored,
+                    })
                 }
                 Some(err) => Err(err),
             },
@@ -777,16 +804,27 @@ pub async fn start(
             "at least one recipient is required",
         ));
     }
-    // Three independent reads at once: on PostgreSQL one statement, one
-    // round trip.
-    let [domain_rows, suppressed_rows, mailbox_rows] = ctx
-        .db
-        .lookup_each([
-            &domains::sending_domain_read(&from_domain),
-            &suppressions::suppressed_read(&recipients),
-            &mailboxes::by_address_read(&from),
-        ])
-        .await?;
+    // Three independent reads at once, and the key's claim if the send
+    // makes it: on PostgreSQL one statement, one round trip.
+    let reads = [
+        &domains::sending_domain_read(&from_domain),
+        &suppressions::suppressed_read(&recipients),
+        &mailboxes::by_address_read(&from),
+    ];
+    let [domain_rows, suppressed_rows, mailbox_rows] = match input.claim.take() {
+        Some(claim) => {
+            let (claimed, rows) = ctx
+                .db
+                .write_then_lookup_each(&claim.taking_if_free(), reads)
+                .await?;
+            // Taken: what became of the request that took it decides.
+            if !claimed && let Begin::Taken(taken) = idempotency::begin(&ctx.db, &claim).await? {
+                return Err(CoreError::KeyTaken(taken));
+            }
+            rows
+        }
+        None => ctx.db.lookup_each(reads).await?,
+    };
     let sending_domain = domains::nearest_verified(&from_domain, &domain_rows)?;
     let suppressed = suppressions::suppressed_in(&suppressed_rows)?;
     let found_mailbox = mailboxes::first_mailbox(&mailbox_rows)?;
@@ -1088,7 +1126,7 @@ struct RecordJob {
 impl RecordJob {
     fn work(
         self,
-    ) -> impl for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<Message, CoreError>> + Send + 'static
+    ) -> impl for<'t> FnOnce(&'t mut Tx) -> JobFuture<'t, Result<Recorded, CoreError>> + Send + 'static
     {
         move |tx| {
             Box::pin(async move {
@@ -1127,8 +1165,8 @@ fn retry_record_on_connection_faults(
     db: Db,
     bound: usize,
     job: RecordJob,
-    first: JobFuture<'static, Result<Message, CoreError>>,
-) -> JobFuture<'static, Result<Message, CoreError>> {
+    first: JobFuture<'static, Result<Recorded, CoreError>>,
+) -> JobFuture<'static, Result<Recorded, CoreError>> {
     Box::pin(async move {
         let mut result = first.await;
         for delay in RECORD_RETRY_DELAYS {
@@ -1149,7 +1187,14 @@ fn retry_record_on_connection_faults(
             )
             .await;
             match recorded {
-                Ok(Some(message)) => return Ok(message),
+                // Whether the reply went with it is not known: the caller
+                // stores it (again).
+                Ok(Some(message)) => {
+                    return Ok(Recorded {
+                        message,
+                        reply_stored: false,
+                    });
+                }
                 Ok(None) => {}
                 Err(e) => {
                     result = Err(e.into());
@@ -1195,6 +1240,13 @@ impl Bodies {
     }
 }
 
+/// A send's record, committed.
+struct Recorded {
+    message: Message,
+    /// The send's `stored_reply` was written with it.
+    reply_stored: bool,
+}
+
 /// Writes a send attempt and everything it touches within `tx`.
 #[allow(clippy::too_many_arguments)]
 async fn record(
@@ -1208,7 +1260,7 @@ async fn record(
     done_at: i64,
     event: EventName,
     planned: &[PlannedEvent],
-) -> Result<Message, CoreError> {
+) -> Result<Recorded, CoreError> {
     // Reads come first; every write is collected and sent at the end as one
     // batch (see `store::execute_all`).
     let mut writes: Vec<Sql> = Vec::new();
@@ -1284,10 +1336,40 @@ async fn record(
         detail: None,
     };
     writes.push(events::emit_statement(event, Some(&m.mailbox_id), data)?.1);
+    // Only an accepted send's reply: a refusal's is the caller's to store
+    // or not.
+    let reply = input
+        .stored_reply
+        .as_ref()
+        .filter(|_| m.status == MessageStatus::Sent);
+    if let Some(reply) = reply {
+        writes.push(idempotency::finish_statement(
+            &reply.record,
+            reply.status,
+            &reply_text(&m)?,
+        ));
+    }
+    let indexed = search::IndexedMessage {
+        id: &m.id,
+        thread_id: &m.thread_id,
+        subject: &m.subject,
+        body: &bodies.search,
+        at: m.created_at,
+    };
+    // On PostgreSQL with the rest, so that a send in a new thread is one
+    // statement (see `execute_all`).
+    let index_statement = search::index_message_statement(backend, &indexed);
+    let index_later = index_statement.is_none();
+    writes.extend(index_statement);
     execute_all(tx, backend, &writes).await?;
-    search::index_message(tx, backend, &m.id, &m.subject, &bodies.search).await?;
+    if index_later {
+        search::index_message(tx, backend, &indexed).await?;
+    }
     search::reindex_thread(tx, backend, &m.thread_id).await?;
-    Ok(m)
+    Ok(Recorded {
+        message: m,
+        reply_stored: reply.is_some(),
+    })
 }
 
 #[cfg(test)]

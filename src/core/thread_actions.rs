@@ -668,6 +668,8 @@ pub async fn reply(
         references,
         attachments: r.attachments,
         preassigned: None,
+        stored_reply: None,
+        claim: None,
     };
     sending::send(ctx, key, input).await
 }

@@ -367,14 +367,13 @@ impl From<Option<&str>> for Value {
 pub struct Sql {
     text: String,
     args: Vec<Value>,
+    /// May join plain inserts in one statement (see [`Sql::joining_inserts`]).
+    joins_inserts: bool,
 }
 
 impl Sql {
     pub fn new(text: &str) -> Sql {
-        Sql {
-            text: text.to_string(),
-            args: Vec::new(),
-        }
+        Sql::with(text, Vec::new())
     }
 
     /// A statement whose text already holds `$1..$n` for `args`.
@@ -382,7 +381,18 @@ impl Sql {
         Sql {
             text: text.to_string(),
             args,
+            joins_inserts: false,
         }
+    }
+
+    /// Marks a write that [`execute_all`] may run on PostgreSQL as a part of
+    /// one statement with the plain inserts around it, as it does those: it
+    /// changes rows that no other statement of its transaction writes, and
+    /// what it reads is right as of before the transaction's other writes
+    /// (the parts of one statement share a snapshot).
+    pub fn joining_inserts(mut self) -> Sql {
+        self.joins_inserts = true;
+        self
     }
 
     pub fn push(&mut self, text: &str) -> &mut Self {
@@ -606,13 +616,17 @@ pub async fn execute_all(
 /// Joins each run of two or more plain inserts into one statement of
 /// data-modifying CTEs (`WITH s0 AS (INSERT …), s1 AS (INSERT …) INSERT …`):
 /// one round trip to PostgreSQL instead of one each. Only `INSERT … VALUES`
-/// without `ON CONFLICT` or `RETURNING` qualifies: the parts of one
-/// statement share a snapshot and run in no set order, so none may read
-/// what another writes, and no two may write the same row. Other statements
-/// stay as they are, in their place.
+/// without `ON CONFLICT` or `RETURNING` qualifies, and a statement marked
+/// [`Sql::joining_inserts`]: the parts of one statement share a snapshot
+/// and run in no set order, so none may read what another writes, and no
+/// two may write the same row. Other statements stay as they are, in their
+/// place.
 fn merge_plain_inserts(statements: &[Sql]) -> Vec<Sql> {
     fn is_plain_insert(s: &Sql) -> bool {
         let text = s.text.trim_start();
+        if s.joins_inserts {
+            return !text.trim_end().ends_with(';');
+        }
         text.starts_with("INSERT INTO")
             && !text.contains("SELECT")
             && !text.contains("ON CONFLICT")
@@ -830,6 +844,39 @@ impl Db {
         answers
             .try_into()
             .map_err(|_| sqlx::Error::Protocol("a lookup went unanswered".into()))
+    }
+
+    /// A write that returns a row when it writes one (`… ON CONFLICT DO
+    /// NOTHING RETURNING …`), then lookups (see [`Db::lookup_each`]):
+    /// whether it wrote, and the rows of each read. On PostgreSQL one
+    /// statement, one round trip (the reads see the store as of before the
+    /// write); on SQLite the write through the group commit, then the reads.
+    pub async fn write_then_lookup_each<const N: usize>(
+        &self,
+        write: &Sql,
+        reads: [&Sql; N],
+    ) -> Result<(bool, [Vec<TxRow>; N]), sqlx::Error> {
+        if self.backend == Backend::Sqlite {
+            let written = self.write_fetch_optional(write.clone()).await?.is_some();
+            return Ok((written, self.lookup_each(reads).await?));
+        }
+        let mut all = Sql::new("WITH w AS (");
+        all.push_renumbered(write);
+        all.push(") ");
+        let mut select = json_rows::statement(&reads);
+        select.push(", (SELECT COUNT(*) FROM w) AS written");
+        all.push_renumbered(&select);
+        let row = all.fetch_one(&self.writer).await?;
+        let written = row.int("written")? > 0;
+        let mut answers = Vec::with_capacity(N);
+        for i in 0..N {
+            let rows = json_rows::rows(&row.text(&format!("r{i}"))?)?;
+            answers.push(rows.into_iter().map(|r| TxRow(RowInner::Json(r))).collect());
+        }
+        let answers = answers
+            .try_into()
+            .map_err(|_| sqlx::Error::Protocol("a lookup went unanswered".into()))?;
+        Ok((written, answers))
     }
 
     /// The first row of a lookup (see [`Db::lookup_all`]).
@@ -1261,6 +1308,63 @@ pub(crate) mod tests {
             .collect();
         assert_eq!(values, ["a1", "a2", "b1", "c1"]);
         assert!(merge_plain_inserts(&[]).is_empty());
+    }
+
+    /// A write marked as joining inserts joins them, where it is, as the
+    /// same update unmarked does not.
+    #[test]
+    fn a_joining_write_joins_the_inserts_around_it() {
+        let update = || sql!("UPDATE k SET done = 1 WHERE key = $1", "k1");
+        let statements = vec![
+            sql!("INSERT INTO a (x) VALUES ($1)", "a1"),
+            update().joining_inserts(),
+            sql!(
+                "INSERT INTO b (x) VALUES ($1) ON CONFLICT (x) DO NOTHING",
+                "b1"
+            )
+            .joining_inserts(),
+        ];
+        let merged = merge_plain_inserts(&statements);
+        let texts: Vec<&str> = merged.iter().map(Sql::text).collect();
+        assert_eq!(
+            texts,
+            ["WITH s0 AS (INSERT INTO a (x) VALUES ($1)), \
+              s1 AS (UPDATE k SET done = 1 WHERE key = $2) \
+              INSERT INTO b (x) VALUES ($3) ON CONFLICT (x) DO NOTHING"]
+        );
+        let unmarked = merge_plain_inserts(&[statements[0].clone(), update()]);
+        assert_eq!(unmarked.len(), 2);
+    }
+
+    /// The write and the reads of one call: whether the write took, and
+    /// the reads' rows, on either backend.
+    #[tokio::test]
+    async fn a_write_then_lookups_says_whether_it_wrote() {
+        let temp = TempSqlite::new("write-lookup").await;
+        let pg = fresh_postgres().await;
+        let mut dbs = vec![temp.db.clone()];
+        dbs.extend(pg.clone());
+        for db in &dbs {
+            let claim = || {
+                sql!(
+                    "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING key",
+                    "claimed",
+                    "v"
+                )
+            };
+            let read = sql!("SELECT value FROM settings WHERE key = $1", "claimed");
+            let (wrote, [rows]) = db.write_then_lookup_each(&claim(), [&read]).await.unwrap();
+            assert!(wrote);
+            // On PostgreSQL the read sees the store as of before the write.
+            assert_eq!(rows.len(), usize::from(db.backend() == Backend::Sqlite));
+            let (wrote, [rows]) = db.write_then_lookup_each(&claim(), [&read]).await.unwrap();
+            assert!(!wrote, "the key was taken");
+            assert_eq!(rows[0].text("value").unwrap(), "v");
+        }
+        if let Some(pg) = pg {
+            pg.close().await;
+        }
+        temp.remove().await;
     }
 
     fn inserts(prefix: &str) -> Vec<Sql> {

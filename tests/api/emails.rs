@@ -398,14 +398,16 @@ async fn a_duplicate_in_flight_is_409_with_retry_after() {
     assert!(matches!(
         pigeonhole::core::idempotency::begin(
             &app.db,
-            &pigeonhole::core::interrupted::RecordKey {
-                api_key_id: key_id.into(),
-                endpoint: "POST /emails".into(),
-                key: "busy".into(),
-            },
-            &fp,
-            None,
-            std::time::Duration::from_secs(300),
+            &pigeonhole::core::idempotency::Claim::new(
+                pigeonhole::core::interrupted::RecordKey {
+                    api_key_id: key_id.into(),
+                    endpoint: "POST /emails".into(),
+                    key: "busy".into(),
+                },
+                fp,
+                None,
+                std::time::Duration::from_secs(300),
+            ),
         )
         .await
         .unwrap(),

@@ -324,15 +324,13 @@ async fn a_stale_running_record_is_taken_over() {
     let body = simple("a@b.com");
     // A process began this request and died: its record stays `running`.
     // (Without an intent, as records written before intents were.)
-    let began = idempotency::begin(
-        &app.db,
-        &record(key_id, "POST /emails", "orphan"),
-        &idempotency::fingerprint(&body),
+    let claim = idempotency::Claim::new(
+        record(key_id, "POST /emails", "orphan"),
+        idempotency::fingerprint(&body),
         None,
         Timings::default().stale_after,
-    )
-    .await
-    .unwrap();
+    );
+    let began = idempotency::begin(&app.db, &claim).await.unwrap();
     assert!(matches!(began, Begin::Proceed));
     let r = post(&app, "/api/v1/emails", "orphan", &body).await;
     assert_error(&r, 409, "conflict");
@@ -362,4 +360,92 @@ async fn a_stale_running_record_is_taken_over() {
     .unwrap();
     assert_eq!(state, "done");
     assert_replay_of(&post(&app, "/api/v1/emails", "orphan", &body).await, &taken);
+}
+
+/// A keyed send's record stores the reply in its own commit: after the
+/// send, with nothing else run, the key is answered and its intent gone.
+#[tokio::test]
+async fn a_keyed_sends_reply_is_stored_with_its_record() {
+    let app = ready().await;
+    let key = pigeonhole::auth::authenticate(&app.db, &app.key)
+        .await
+        .unwrap()
+        .unwrap();
+    let body = simple("a@b.com");
+    let claim = idempotency::Claim::new(
+        record(&key.id, "POST /emails", "with-record"),
+        idempotency::fingerprint(&body),
+        Some("{}".into()),
+        Timings::default().stale_after,
+    );
+    assert!(matches!(
+        idempotency::begin(&app.db, &claim).await.unwrap(),
+        Begin::Proceed
+    ));
+    let mut input =
+        pigeonhole::core::sending::validate(serde_json::from_value(body).unwrap()).unwrap();
+    input.stored_reply = Some(idempotency::StoredReply {
+        record: claim.record.clone(),
+        status: 202,
+    });
+    let outcome = pigeonhole::core::sending::start(&app.state, &key, input)
+        .await
+        .unwrap()
+        .finish()
+        .await
+        .unwrap();
+    assert!(outcome.reply_stored);
+    let row = sql!(
+        "SELECT state, response_status, response_body, intent FROM idempotency_keys WHERE key = $1",
+        "with-record"
+    )
+    .fetch_one(app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(row.text("state").unwrap(), "done");
+    assert_eq!(row.int("response_status").unwrap(), 202);
+    assert_eq!(
+        row.text("response_body").unwrap(),
+        pigeonhole::core::sending::reply_text(&outcome.message).unwrap()
+    );
+    assert_eq!(row.opt_text("intent").unwrap(), None);
+}
+
+/// A request releases its own claim on a key and no other: a claim made
+/// at another moment (another request's) stays.
+#[tokio::test]
+async fn a_request_releases_only_its_own_claim() {
+    let app = ready().await;
+    let me = app.get("/api/v1/me").await.body;
+    let key_id = me["id"].as_str().unwrap();
+    let claim = |fp: &str| {
+        idempotency::Claim::new(
+            record(key_id, "POST /emails", "shared"),
+            fp.into(),
+            None,
+            Timings::default().stale_after,
+        )
+    };
+    let first = claim("first");
+    assert!(matches!(
+        idempotency::begin(&app.db, &first).await.unwrap(),
+        Begin::Proceed
+    ));
+    let mut other = claim("first");
+    other.at -= 1;
+    let records = || async {
+        sql!(
+            "SELECT COUNT(*) AS n FROM idempotency_keys WHERE key = $1",
+            "shared"
+        )
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap()
+        .int("n")
+        .unwrap()
+    };
+    idempotency::abandon(&app.db, &other).await.unwrap();
+    assert_eq!(records().await, 1, "another request's claim was released");
+    idempotency::abandon(&app.db, &first).await.unwrap();
+    assert_eq!(records().await, 0);
 }

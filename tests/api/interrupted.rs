@@ -63,15 +63,13 @@ async fn interrupted_send(
         endpoint: endpoint.into(),
         key: idem_key.into(),
     };
-    let began = idempotency::begin(
-        &app.db,
-        &record,
-        &idempotency::fingerprint(request),
-        Some(&intent.to_text().unwrap()),
+    let claim = idempotency::Claim::new(
+        record,
+        idempotency::fingerprint(request),
+        Some(intent.to_text().unwrap()),
         STALE,
-    )
-    .await
-    .unwrap();
+    );
+    let began = idempotency::begin(&app.db, &claim).await.unwrap();
     assert!(matches!(began, Begin::Proceed));
     app.db
         .write_statement(sql!(
