@@ -3,7 +3,10 @@
 //!
 //!     cargo run --release --example bench_send -- [--requests 20000] [--concurrency 64] [--idempotency]
 //!
-//! `--idempotency` gives every send its own `Idempotency-Key`. `--log`
+//! `--idempotency` gives every send its own `Idempotency-Key`. `--rate-limit
+//! N` gives the key a limit of N calls a minute (default: none to speak of)
+//! and `--rate-scope process` counts it in the process instead of for the
+//! deployment (PostgreSQL's default; see the README's rate limits). `--log`
 //! installs the service's `info` log subscriber (writing nowhere), so that
 //! spans cost what they cost in production.
 //!
@@ -42,6 +45,20 @@ async fn database_url() -> anyhow::Result<String> {
     ))
 }
 
+/// CPU time the whole machine spent busy (user, nice, system, irq,
+/// softirq), in clock ticks, from `/proc/stat`; None where there is none.
+fn machine_busy_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq
+    Some([0, 1, 2, 5, 6].iter().filter_map(|&i| fields.get(i)).sum())
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -74,6 +91,16 @@ async fn main() -> anyhow::Result<()> {
     let mut settings = HashMap::new();
     settings.insert("PIGEONHOLE_DATABASE_URL".to_string(), url.clone());
     settings.insert("PIGEONHOLE_SMTP_LISTEN".to_string(), String::new());
+    let rate_limit = arg("--rate-limit", u32::MAX as usize);
+    let rate_limit = u32::try_from(rate_limit).unwrap_or(u32::MAX);
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(scope) = args
+        .iter()
+        .position(|a| a == "--rate-scope")
+        .and_then(|i| args.get(i + 1))
+    {
+        settings.insert("PIGEONHOLE_RATE_LIMIT_SCOPE".to_string(), scope.clone());
+    }
     let config = Config::from_map(&settings)?;
     let state = AppState::build(config).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -83,7 +110,7 @@ async fn main() -> anyhow::Result<()> {
 
     let key = auth::create_key(
         &db,
-        auth::parse_new_key("bench", None, None, None, Some(u32::MAX))
+        auth::parse_new_key("bench", None, None, None, Some(rate_limit))
             .map_err(|e| anyhow::anyhow!(e))?,
     )
     .await?
@@ -125,6 +152,7 @@ async fn main() -> anyhow::Result<()> {
             .await?;
     }
 
+    let busy_before = machine_busy_ticks();
     let started = Instant::now();
     let per_worker = requests / concurrency;
     let mut workers = Vec::new();
@@ -170,6 +198,7 @@ async fn main() -> anyhow::Result<()> {
         errors += e;
     }
     let elapsed = started.elapsed();
+    let busy = machine_busy_ticks().zip(busy_before).map(|(a, b)| a - b);
     all.sort();
     println!(
         "backend: {backend}{}",
@@ -191,6 +220,13 @@ async fn main() -> anyhow::Result<()> {
         percentile(&all, 0.99),
         percentile(&all, 1.0)
     );
+    if let Some(ticks) = busy {
+        // Ticks are hundredths of a second on Linux.
+        println!(
+            "cpu: {:.0} ms of the whole machine per 1,000 sends (the database's included)",
+            ticks as f64 * 10.0 * 1000.0 / all.len().max(1) as f64
+        );
+    }
 
     // One batch of 100, timed end to end (five runs, best and worst shown).
     let batch: Vec<_> = (0..100).map(|_| (*body).clone()).collect();
