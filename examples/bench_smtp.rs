@@ -5,8 +5,12 @@
 //! server.
 //!
 //! ```text
-//! cargo run --release --example bench_smtp -- [N] [DATABASE_URL]
+//! cargo run --release --example bench_smtp -- [N] [DATABASE_URL] [--every M]
 //! ```
+//!
+//! `--every M` prints the rate of each slice of M messages as the store
+//! grows, and the last slice's rate against the first's (issue 16: ingest
+//! that does not slow as the store grows).
 //!
 //! N defaults to 4000; the database defaults to a fresh SQLite file in the
 //! temporary directory (pass a `postgres://…/db` URL of an empty database to
@@ -14,6 +18,7 @@
 //! reply to it, half through In-Reply-To and half through the subject alone.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use pigeonhole::core::mailboxes::{self, Mailbox};
@@ -76,7 +81,39 @@ fn message(client: usize, i: usize) -> (String, String) {
     (id, raw)
 }
 
-async fn client(addr: std::net::SocketAddr, client: usize, count: usize) -> anyhow::Result<usize> {
+/// Prints the rate of each slice of `every` messages answered, as the count
+/// crosses it; returns the rates.
+async fn report_slices(done: Arc<AtomicUsize>, every: usize, total: usize) -> Vec<f64> {
+    let mut rates = Vec::new();
+    let mut slice_start = Instant::now();
+    let mut next = every;
+    while next <= total {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let now_done = done.load(Ordering::Relaxed);
+        if now_done < next {
+            continue;
+        }
+        // The crossing is seen up to 20 ms late: the slice is counted as
+        // what was answered since the last one.
+        let rate = (now_done + every - next) as f64 / slice_start.elapsed().as_secs_f64();
+        println!(
+            "messages {:>9} to {:>9}: {rate:.0} msg/s",
+            next - every,
+            now_done
+        );
+        rates.push(rate);
+        slice_start = Instant::now();
+        next = now_done + every;
+    }
+    rates
+}
+
+async fn client(
+    addr: std::net::SocketAddr,
+    client: usize,
+    count: usize,
+    done: Arc<AtomicUsize>,
+) -> anyhow::Result<usize> {
     let stream = TcpStream::connect(addr).await?;
     // As a mail client does: without it, the small write that ends DATA
     // waits on a delayed ACK and the benchmark measures Nagle, not us.
@@ -105,6 +142,7 @@ async fn client(addr: std::net::SocketAddr, client: usize, count: usize) -> anyh
         if reply(&mut rd).await? == 250 {
             accepted += 1;
         }
+        done.fetch_add(1, Ordering::Relaxed);
     }
     w.write_all(b"QUIT\r\n").await?;
     expect(&mut rd, 221).await?;
@@ -117,10 +155,22 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
+    let all: Vec<String> = std::env::args().collect();
+    let every: Option<usize> = all
+        .iter()
+        .position(|a| a == "--every")
+        .and_then(|i| all.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n > 0);
+    let args: Vec<&String> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || all[i - 1] != "--every"))
+        .map(|(_, a)| a)
+        .collect();
     let total: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(4000);
-    let url = match args.get(2) {
-        Some(u) => u.clone(),
+    let url = match args.get(2).map(|u| u.to_string()) {
+        Some(u) => u,
         None => {
             let path = std::env::temp_dir().join(format!(
                 "pigeonhole-bench-{}.db",
@@ -186,16 +236,27 @@ async fn main() -> anyhow::Result<()> {
 
     let per_client = total.div_ceil(CLIENTS);
     let started = Instant::now();
+    let done = Arc::new(AtomicUsize::new(0));
+    let slices = every.map(|every| tokio::spawn(report_slices(done.clone(), every, total)));
     let mut tasks = Vec::new();
     for c in 0..CLIENTS {
         let count = per_client.min(total.saturating_sub(c * per_client));
-        tasks.push(tokio::spawn(client(addr, c, count)));
+        tasks.push(tokio::spawn(client(addr, c, count, done.clone())));
     }
     let mut accepted = 0;
     for t in tasks {
         accepted += t.await??;
     }
     let elapsed = started.elapsed().as_secs_f64();
+    if let Some(slices) = slices {
+        let rates = slices.await?;
+        if let (Some(first), Some(last)) = (rates.first(), rates.last()) {
+            println!(
+                "last slice against the first: {last:.0} / {first:.0} msg/s = {:.0} %",
+                last / first * 100.0
+            );
+        }
+    }
     let _ = stop_tx.send(());
     let _ = server.await;
 

@@ -305,7 +305,11 @@ async fn store(
                 participants.push((n.clone(), a.clone()));
             }
         }
-        let thread_id = threads::add_message(
+        // Reads first; every write is collected and sent at the end as one
+        // batch (on PostgreSQL one statement for a new thread; see
+        // `store::execute_all`).
+        let mut writes: Vec<Sql> = Vec::new();
+        let (thread_id, thread_change) = threads::add_message_statement(
             tx,
             backend,
             thread_id.as_deref(),
@@ -323,6 +327,7 @@ async fn store(
             },
         )
         .await?;
+        writes.push(thread_change);
 
         let message = Message {
             id: ids::new_id("msg"),
@@ -361,7 +366,7 @@ async fn store(
             sent_at: None,
             received_at: Some(now),
         };
-        insert_message(tx, &message, p, raw).await?;
+        writes.push(message_insert(&message, p, raw));
         // One statement for all recipients (each statement is a round trip).
         let mut q = Sql::new("INSERT INTO message_recipients (message_id, kind, address) VALUES ");
         let mut rows = 0;
@@ -381,10 +386,10 @@ async fn store(
             }
         }
         if rows > 0 {
-            q.execute_tx(tx).await?;
+            writes.push(q);
         }
         for a in &p.attachments {
-            sql!(
+            writes.push(sql!(
                 "INSERT INTO attachments (id, message_id, filename, content_type, size, content_id, inline, content) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 ids::new_id("att"),
@@ -395,34 +400,28 @@ async fn store(
                 a.content_id.clone(),
                 a.inline,
                 a.content.clone()
-            )
-            .execute_tx(tx)
-            .await?;
+            ));
         }
-        search::index_message(
-            tx,
-            backend,
-            &search::IndexedMessage {
-                id: &message.id,
-                thread_id: &message.thread_id,
-                subject: &p.subject,
-                body: &p.search_body,
-                at: message.created_at,
-            },
-        )
-        .await?;
-        search::reindex_thread(tx, backend, &message.thread_id).await?;
-        touch_contacts(tx, &mb, p, now).await?;
-        events::emit(
-            tx,
-            EventName::MailReceived,
-            Some(&mb.id),
-            MailReceivedData {
-                email: message.summary(),
-                received_at: Timestamp(now),
-            },
-        )
-        .await?;
+        writes.extend(contacts_upsert(&mb, p, now));
+        writes.push(
+            events::emit_statement(
+                EventName::MailReceived,
+                Some(&mb.id),
+                MailReceivedData {
+                    email: message.summary(),
+                    received_at: Timestamp(now),
+                },
+            )?
+            .1,
+        );
+        let indexed = search::IndexedMessage {
+            id: &message.id,
+            thread_id: &message.thread_id,
+            subject: &p.subject,
+            body: &p.search_body,
+            at: message.created_at,
+        };
+        search::write_and_index(tx, backend, writes, &indexed).await?;
         out.push(StoredInbound {
             id: message.id,
             mailbox_id: mb.id,
@@ -451,26 +450,27 @@ async fn by_subject(
     if key.is_empty() {
         return Ok(None);
     }
+    subject_read(mailbox_id, &key, now - SUBJECT_THREAD_WINDOW_MICROS)
+        .fetch_optional_tx(tx)
+        .await?
+        .map(|r| r.text("id"))
+        .transpose()
+}
+
+/// The read of [`by_subject`]: the newest thread of the mailbox with the
+/// subject key, active since `since` (one entry of `threads_subject`).
+fn subject_read(mailbox_id: &str, key: &str, since: i64) -> Sql {
     sql!(
         "SELECT id FROM threads WHERE mailbox_id = $1 AND normalized_subject = $2 \
          AND last_message_at >= $3 ORDER BY last_message_at DESC, id DESC LIMIT 1",
         mailbox_id,
         key,
-        now - SUBJECT_THREAD_WINDOW_MICROS
+        since
     )
-    .fetch_optional_tx(tx)
-    .await?
-    .map(|r| r.text("id"))
-    .transpose()
 }
 
 /// The row of `m`, its bodies and headers from `p`.
-async fn insert_message(
-    tx: &mut Tx,
-    m: &Message,
-    p: &Parsed,
-    raw: &Bytes,
-) -> Result<(), sqlx::Error> {
+fn message_insert(m: &Message, p: &Parsed, raw: &Bytes) -> Sql {
     sql!(
         "INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder, \
          message_id, from_address, from_name, to_addresses, cc_addresses, bcc_addresses, reply_to, \
@@ -501,19 +501,13 @@ async fn insert_message(
         raw.clone(),
         m.created_at
     )
-    .execute_tx(tx)
-    .await
-    .map(|_| ())
 }
 
 /// Counts the sender and the other people on the message as contacts of the
-/// mailbox (never the mailbox itself).
-async fn touch_contacts(
-    tx: &mut Tx,
-    mb: &MailboxRef,
-    p: &Parsed,
-    now: i64,
-) -> Result<(), sqlx::Error> {
+/// mailbox (never the mailbox itself): one upsert, None when there is
+/// nobody. Only it writes the mailbox's contacts in the message's write,
+/// so it may join the message's inserts.
+fn contacts_upsert(mb: &MailboxRef, p: &Parsed, now: i64) -> Option<Sql> {
     let mut seen: Vec<(&Option<String>, &str)> = Vec::new();
     for (name, address) in std::iter::once(&p.from)
         .chain(p.to.iter())
@@ -531,7 +525,7 @@ async fn touch_contacts(
         seen.push((name, address));
     }
     if seen.is_empty() {
-        return Ok(());
+        return None;
     }
     // One multi-row upsert; the addresses are distinct, as both dialects need.
     let mut q = Sql::new(
@@ -567,8 +561,7 @@ async fn touch_contacts(
              THEN excluded.last_seen_at ELSE contacts.last_seen_at END, \
          name = COALESCE(excluded.name, contacts.name)",
     );
-    q.execute_tx(tx).await?;
-    Ok(())
+    Some(q.joining_inserts())
 }
 
 // ---------------------------------------------------------------------------
@@ -977,6 +970,81 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// The plan PostgreSQL keeps for a threading read made when the store
+    /// was empty, as a connection does at the start of a load: a generic
+    /// one, used for every later arrival however large the store grows.
+    async fn generic_plan(db: &Db, read: &Sql, values: &[&str]) -> String {
+        let mut conn = db.writer().acquire().await.unwrap();
+        Sql::new(&format!("PREPARE threading_read AS {}", read.text()))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        Sql::new("SET plan_cache_mode = force_generic_plan")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let args: Vec<String> = values.iter().map(|v| format!("'{v}'")).collect();
+        let rows = Sql::new(&format!(
+            "EXPLAIN EXECUTE threading_read({})",
+            args.join(", ")
+        ))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        let plan: Vec<String> = rows.iter().map(|r| r.text("QUERY PLAN").unwrap()).collect();
+        // The connection goes back to the pool: leave it as it was.
+        for reset in ["DEALLOCATE threading_read", "RESET plan_cache_mode"] {
+            Sql::new(reset).execute(&mut *conn).await.unwrap();
+        }
+        plan.join("\n")
+    }
+
+    /// Threading an arrival reads one index entry per reference and per
+    /// subject, never the mailbox: a plan that filters the mailbox's rows
+    /// costs every arrival the size of the store.
+    #[tokio::test]
+    async fn threading_reads_find_by_whole_index_keys_in_any_plan() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        let refs = vec![
+            "<a@x.test>".to_string(),
+            "<b@email.amazonses.com>".to_string(),
+        ];
+        let plan = generic_plan(
+            &db,
+            &threads::references_read("mbx_1", &refs),
+            &[
+                "mbx_1",
+                "<a@x.test>",
+                "mbx_1",
+                "<b@email.amazonses.com>",
+                "b",
+                "mbx_1",
+            ],
+        )
+        .await;
+        // Each id is a condition of its index scan; only a provider id's
+        // few rows are filtered by mailbox.
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        assert_eq!(plan.matches("Index Cond").count(), 3, "{plan}");
+        for line in plan.lines().filter(|l| l.contains("Filter")) {
+            assert!(!line.contains("message_id"), "{plan}");
+        }
+        let plan = generic_plan(
+            &db,
+            &subject_read("mbx_1", "topic", 0),
+            &["mbx_1", "topic", "0"],
+        )
+        .await;
+        assert!(
+            !plan.contains("Filter") && !plan.contains("Seq Scan"),
+            "{plan}"
+        );
+        assert!(plan.contains("threads_subject"), "{plan}");
+        db.close().await;
+    }
 
     const PLAIN: &str = "From: \"Ann Example\" <Ann@Example.org>\r\n\
         To: inbox@ours.test, Bob <bob@else.test>\r\n\

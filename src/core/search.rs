@@ -304,6 +304,26 @@ pub fn index_message_statement(backend: Backend, message: &IndexedMessage<'_>) -
     })
 }
 
+/// Runs a message's writes (see `store::execute_all`) and indexes it, not
+/// a draft: on PostgreSQL its index statement joins the writes (a message
+/// in a new thread is one statement); on SQLite it is indexed after them.
+/// Then its thread's index.
+pub async fn write_and_index(
+    tx: &mut Tx,
+    backend: Backend,
+    mut writes: Vec<Sql>,
+    message: &IndexedMessage<'_>,
+) -> Result<(), sqlx::Error> {
+    let index_statement = index_message_statement(backend, message);
+    let index_later = index_statement.is_none();
+    writes.extend(index_statement);
+    crate::store::execute_all(tx, backend, &writes).await?;
+    if index_later {
+        index_message(tx, backend, message).await?;
+    }
+    reindex_thread(tx, backend, message.thread_id).await
+}
+
 /// Indexes a message just inserted, not a draft.
 pub async fn index_message(
     tx: &mut Tx,

@@ -1356,16 +1356,7 @@ async fn record(
         body: &bodies.search,
         at: m.created_at,
     };
-    // On PostgreSQL with the rest, so that a send in a new thread is one
-    // statement (see `execute_all`).
-    let index_statement = search::index_message_statement(backend, &indexed);
-    let index_later = index_statement.is_none();
-    writes.extend(index_statement);
-    execute_all(tx, backend, &writes).await?;
-    if index_later {
-        search::index_message(tx, backend, &indexed).await?;
-    }
-    search::reindex_thread(tx, backend, &m.thread_id).await?;
+    search::write_and_index(tx, backend, writes, &indexed).await?;
     Ok(Recorded {
         message: m,
         reply_stored: reply.is_some(),

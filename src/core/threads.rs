@@ -90,6 +90,10 @@ pub fn snippet(text: &str) -> String {
     out
 }
 
+/// References a message is threaded by at most (the newest): each is a
+/// lookup of its own, and SQLite takes at most 500 in one statement.
+pub const MAX_REFERENCE_LOOKUPS: usize = 100;
+
 fn lock_suffix(backend: Backend) -> &'static str {
     match backend {
         Backend::Postgres => " FOR UPDATE",
@@ -169,7 +173,9 @@ pub async fn add_message_statement(
                     .bind(snippet(c.snippet_source));
             }
             q.push(" WHERE id = ").bind(id);
-            return Ok((id.to_string(), q));
+            // The thread is locked above and written by this statement
+            // alone: it may join the message's inserts.
+            return Ok((id.to_string(), q.joining_inserts()));
         }
     }
     let id = ids::new_id("thr");
@@ -215,9 +221,20 @@ pub async fn by_references(
     mailbox_id: &str,
     message_ids: &[String],
 ) -> Result<Option<String>, sqlx::Error> {
+    // The newest ones: a message lists its references oldest first.
+    let message_ids = &message_ids[message_ids.len().saturating_sub(MAX_REFERENCE_LOOKUPS)..];
     if message_ids.is_empty() {
         return Ok(None);
     }
+    references_read(mailbox_id, message_ids)
+        .fetch_optional_tx(tx)
+        .await?
+        .map(|r| r.text("thread_id"))
+        .transpose()
+}
+
+/// The read of [`by_references`], for at least one id.
+pub(crate) fn references_read(mailbox_id: &str, message_ids: &[String]) -> Sql {
     let provider_ids: Vec<String> = message_ids
         .iter()
         .filter_map(|m| {
@@ -227,18 +244,30 @@ pub async fn by_references(
                 .map(str::to_string)
         })
         .collect();
-    let mut q = Sql::new("SELECT thread_id FROM messages WHERE mailbox_id = ");
-    q.bind(mailbox_id).push(" AND (message_id IN ");
-    q.bind_list(message_ids);
-    if !provider_ids.is_empty() {
-        q.push(" OR provider_message_id IN ");
-        q.bind_list(&provider_ids);
+    // One lookup per id on the whole key of an index, not `message_id IN
+    // (…)`: with that, a plan could take the mailbox alone from the index
+    // and filter its every message (PostgreSQL's generic plan made while the
+    // table was small did, and each arrival then read the whole mailbox).
+    let mut q = Sql::new("SELECT thread_id FROM (");
+    for (i, id) in message_ids.iter().enumerate() {
+        if i > 0 {
+            q.push(" UNION ALL ");
+        }
+        q.push("SELECT thread_id, created_at FROM messages WHERE mailbox_id = ")
+            .bind(mailbox_id)
+            .push(" AND message_id = ")
+            .bind(id);
     }
-    q.push(") ORDER BY created_at DESC LIMIT 1");
-    q.fetch_optional_tx(tx)
-        .await?
-        .map(|r| r.text("thread_id"))
-        .transpose()
+    for id in &provider_ids {
+        q.push(
+            " UNION ALL SELECT thread_id, created_at FROM messages WHERE provider_message_id = ",
+        )
+        .bind(id)
+        .push(" AND mailbox_id = ")
+        .bind(mailbox_id);
+    }
+    q.push(") r ORDER BY created_at DESC LIMIT 1");
+    q
 }
 
 #[cfg(test)]

@@ -389,7 +389,25 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         // With the backfill: see `ddl`.
         postgres: search_postgres::THREAD_DOCUMENTS,
     },
+    Migration {
+        version: 16,
+        name: "subject threading in index order",
+        sqlite: SUBJECT_THREADING,
+        postgres: SUBJECT_THREADING,
+    },
 ];
+
+/// A message threaded by its subject looks for the newest thread of its
+/// mailbox with that subject (`inbound::by_subject`). The index had the
+/// subject but not the order, so a plan could as well walk the mailbox's
+/// threads newest first and filter the subject, reading every thread of the
+/// window: PostgreSQL's generic plan made while the table was small did,
+/// and kept doing as it grew. In the query's order it is the one index
+/// that answers it from its first entry.
+const SUBJECT_THREADING: &str = r#"
+DROP INDEX threads_subject;
+CREATE INDEX threads_subject ON threads (mailbox_id, normalized_subject, last_message_at DESC, id DESC);
+"#;
 
 /// What a keyed send meant to send, written with its idempotency record
 /// before the provider is called (`core::interrupted`); the SES tag that
