@@ -369,6 +369,9 @@ pub struct Sql {
     args: Vec<Value>,
     /// May join plain inserts in one statement (see [`Sql::joining_inserts`]).
     joins_inserts: bool,
+    /// Planned for its own values on every run (PostgreSQL) instead of
+    /// prepared once per connection: see [`Sql::plan_each_run`].
+    plan_each_run: bool,
 }
 
 impl Sql {
@@ -382,7 +385,20 @@ impl Sql {
             text: text.to_string(),
             args,
             joins_inserts: false,
+            plan_each_run: false,
         }
+    }
+
+    /// Not kept as a prepared statement, so that PostgreSQL plans it for
+    /// the store as it is at each run. A prepared statement's generic plan
+    /// is made once per connection, when the connection first runs it a
+    /// few times: made while a table was small, where any plan costs about
+    /// the same, it can be one that reads a whole mailbox once the table
+    /// is large, and it is kept (only ANALYZE replaces it). For a read
+    /// whose right plan is clear at any size but a small one.
+    pub fn plan_each_run(mut self) -> Sql {
+        self.plan_each_run = true;
+        self
     }
 
     /// Marks a write that [`execute_all`] may run on PostgreSQL as a part of
@@ -446,6 +462,7 @@ impl Sql {
     ) -> Result<u64, sqlx::Error> {
         let args = self.arguments()?;
         Ok(sqlx::query_with(&self.text, args)
+            .persistent(!self.plan_each_run)
             .execute(ex)
             .await?
             .rows_affected())
@@ -456,7 +473,10 @@ impl Sql {
         ex: E,
     ) -> Result<Vec<AnyRow>, sqlx::Error> {
         let args = self.arguments()?;
-        sqlx::query_with(&self.text, args).fetch_all(ex).await
+        sqlx::query_with(&self.text, args)
+            .persistent(!self.plan_each_run)
+            .fetch_all(ex)
+            .await
     }
 
     pub async fn fetch_optional<'e, E: Executor<'e, Database = Any>>(
@@ -464,7 +484,10 @@ impl Sql {
         ex: E,
     ) -> Result<Option<AnyRow>, sqlx::Error> {
         let args = self.arguments()?;
-        sqlx::query_with(&self.text, args).fetch_optional(ex).await
+        sqlx::query_with(&self.text, args)
+            .persistent(!self.plan_each_run)
+            .fetch_optional(ex)
+            .await
     }
 
     pub async fn fetch_one<'e, E: Executor<'e, Database = Any>>(
@@ -472,7 +495,10 @@ impl Sql {
         ex: E,
     ) -> Result<AnyRow, sqlx::Error> {
         let args = self.arguments()?;
-        sqlx::query_with(&self.text, args).fetch_one(ex).await
+        sqlx::query_with(&self.text, args)
+            .persistent(!self.plan_each_run)
+            .fetch_one(ex)
+            .await
     }
 }
 
