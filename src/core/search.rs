@@ -277,7 +277,8 @@ fn quoted(words: &[String]) -> String {
         .join(" ")
 }
 
-/// A message just inserted (not a draft), as the search index takes it.
+/// A message just inserted (not a draft), as the search index takes it
+/// (see [`write_and_index`]).
 #[derive(Clone, Copy)]
 pub struct IndexedMessage<'a> {
     pub id: &'a str,
@@ -289,56 +290,39 @@ pub struct IndexedMessage<'a> {
     pub at: i64,
 }
 
-/// On PostgreSQL, the one statement that indexes `message` (its own column
-/// maintains itself; its thread's document takes its words), which may
-/// join the message's inserts (see `store::execute_all`); on SQLite, None:
-/// see [`index_message`].
-pub fn index_message_statement(backend: Backend, message: &IndexedMessage<'_>) -> Option<Sql> {
-    (backend == Backend::Postgres).then(|| {
-        crate::core::search_postgres::index_message_statement(
-            message.thread_id,
-            message.subject,
-            message.body,
-            message.at,
-        )
-    })
-}
-
 /// Runs a message's writes (see `store::execute_all`) and indexes it, not
-/// a draft: on PostgreSQL its index statement joins the writes (a message
-/// in a new thread is one statement); on SQLite it is indexed after them.
-/// Then its thread's index.
+/// a draft, then its thread. On PostgreSQL the message's column maintains
+/// itself and its thread's document takes its words in one statement that
+/// joins the writes (a message in a new thread is one statement); on
+/// SQLite the message goes into the full-text index after them.
 pub async fn write_and_index(
     tx: &mut Tx,
     backend: Backend,
     mut writes: Vec<Sql>,
     message: &IndexedMessage<'_>,
 ) -> Result<(), sqlx::Error> {
-    let index_statement = index_message_statement(backend, message);
-    let index_later = index_statement.is_none();
-    writes.extend(index_statement);
-    crate::store::execute_all(tx, backend, &writes).await?;
-    if index_later {
-        index_message(tx, backend, message).await?;
+    if backend == Backend::Postgres {
+        writes.push(crate::core::search_postgres::index_message_statement(
+            message.thread_id,
+            message.subject,
+            message.body,
+            message.at,
+        ));
+        return crate::store::execute_all(tx, backend, &writes).await;
     }
+    crate::store::execute_all(tx, backend, &writes).await?;
+    index_in_sqlite(tx, message).await?;
     reindex_thread(tx, backend, message.thread_id).await
 }
 
-/// Indexes a message just inserted, not a draft.
-pub async fn index_message(
-    tx: &mut Tx,
-    backend: Backend,
-    message: &IndexedMessage<'_>,
-) -> Result<(), sqlx::Error> {
+/// Adds a message just inserted to SQLite's full-text index of messages.
+async fn index_in_sqlite(tx: &mut Tx, message: &IndexedMessage<'_>) -> Result<(), sqlx::Error> {
     let IndexedMessage {
         id: message_id,
         subject,
         body,
         ..
     } = *message;
-    if let Some(statement) = index_message_statement(backend, message) {
-        return statement.execute_tx(tx).await.map(|_| ());
-    }
     let seq = Sql::new("SELECT seq FROM messages WHERE id = ")
         .bind(message_id)
         .fetch_one_tx(tx)

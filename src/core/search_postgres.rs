@@ -274,7 +274,7 @@ pub fn in_order<T>(
 }
 
 /// The documents of threads (PostgreSQL): kept in the transaction of each
-/// message, see [`index_message`].
+/// message, see [`index_message_statement`].
 pub const THREAD_DOCUMENTS: &str = r#"
 CREATE TABLE thread_search (
     thread_id TEXT PRIMARY KEY,

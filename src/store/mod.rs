@@ -582,6 +582,18 @@ impl Sql {
     }
 }
 
+/// The rows of each read of a [`json_rows::statement`] answer.
+fn json_answers<const N: usize>(row: &AnyRow) -> Result<[Vec<TxRow>; N], sqlx::Error> {
+    let mut answers = Vec::with_capacity(N);
+    for i in 0..N {
+        let rows = json_rows::rows(&row.text(&format!("r{i}"))?)?;
+        answers.push(rows.into_iter().map(|r| TxRow(RowInner::Json(r))).collect());
+    }
+    answers
+        .try_into()
+        .map_err(|_| sqlx::Error::Protocol("a lookup went unanswered".into()))
+}
+
 /// Runs statements that return no rows, in order, stopping at the first
 /// error (the ones before it have run: call it inside a transaction that an
 /// error rolls back). On a pooled SQLite connection they go as one
@@ -648,7 +660,7 @@ pub async fn execute_all(
 /// two may write the same row. Other statements stay as they are, in their
 /// place.
 fn merge_plain_inserts(statements: &[Sql]) -> Vec<Sql> {
-    fn is_plain_insert(s: &Sql) -> bool {
+    fn joins(s: &Sql) -> bool {
         let text = s.text.trim_start();
         if s.joins_inserts {
             return !text.trim_end().ends_with(';');
@@ -682,7 +694,7 @@ fn merge_plain_inserts(statements: &[Sql]) -> Vec<Sql> {
     let mut merged = Vec::new();
     let mut run: Vec<&Sql> = Vec::new();
     for s in statements {
-        if is_plain_insert(s) {
+        if joins(s) {
             run.push(s);
             continue;
         }
@@ -855,17 +867,13 @@ impl Db {
         &self,
         reads: [&Sql; N],
     ) -> Result<[Vec<TxRow>; N], sqlx::Error> {
-        let mut answers = Vec::with_capacity(N);
-        if self.backend == Backend::Sqlite {
-            for read in reads {
-                answers.push(self.lookup_all(read).await?);
-            }
-        } else {
+        if self.backend == Backend::Postgres {
             let row = json_rows::statement(&reads).fetch_one(&self.reader).await?;
-            for i in 0..N {
-                let rows = json_rows::rows(&row.text(&format!("r{i}"))?)?;
-                answers.push(rows.into_iter().map(|r| TxRow(RowInner::Json(r))).collect());
-            }
+            return json_answers(&row);
+        }
+        let mut answers = Vec::with_capacity(N);
+        for read in reads {
+            answers.push(self.lookup_all(read).await?);
         }
         answers
             .try_into()
@@ -893,16 +901,7 @@ impl Db {
         select.push(", (SELECT COUNT(*) FROM w) AS written");
         all.push_renumbered(&select);
         let row = all.fetch_one(&self.writer).await?;
-        let written = row.int("written")? > 0;
-        let mut answers = Vec::with_capacity(N);
-        for i in 0..N {
-            let rows = json_rows::rows(&row.text(&format!("r{i}"))?)?;
-            answers.push(rows.into_iter().map(|r| TxRow(RowInner::Json(r))).collect());
-        }
-        let answers = answers
-            .try_into()
-            .map_err(|_| sqlx::Error::Protocol("a lookup went unanswered".into()))?;
-        Ok((written, answers))
+        Ok((row.int("written")? > 0, json_answers(&row)?))
     }
 
     /// The first row of a lookup (see [`Db::lookup_all`]).
