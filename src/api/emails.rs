@@ -15,7 +15,7 @@ use crate::api::pagination::{PageQuery, ReadPage};
 use crate::app::AppState;
 use crate::auth::{ApiKey, Scope};
 use crate::core::error::CoreError;
-use crate::core::idempotency::{self, Begin, Claim, StoredReply, Taken};
+use crate::core::idempotency::{self, Begin, Claim, KeyedSend, Taken};
 use crate::core::interrupted::{Intent, RecordKey};
 use crate::core::memory;
 use crate::core::message_lists::{self, MailboxFilter, SentFilter};
@@ -82,7 +82,7 @@ async fn idempotent<F, Fut, T>(
     work: F,
 ) -> Result<Response, ApiError>
 where
-    F: FnOnce(Option<Keyed>) -> Fut + Send + 'static,
+    F: FnOnce(Option<KeyedSend>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<Reply<T>, ApiError>> + Send + 'static,
     T: Serialize + Send + 'static,
 {
@@ -108,11 +108,10 @@ where
         return taken_key(state, taken);
     }
     let db = state.db.clone();
-    let held = claim.clone();
     let done = detached(async move {
-        let keyed = Keyed {
-            record: held.record.clone(),
-            claim: claims_itself.then(|| held.clone()),
+        let keyed = KeyedSend {
+            claim: claim.clone(),
+            claim_pending: claims_itself,
         };
         // Stored as the JSON text it is answered with, so that a replay is
         // the first reply byte for byte.
@@ -124,13 +123,13 @@ where
             Err(e @ ApiError::Rule(CoreError::KeyTaken(_))) => return Err(e),
             Err(e) => {
                 // Failed requests are not stored: the same key may be retried.
-                if let Err(gone) = idempotency::abandon(&db, &held).await {
+                if let Err(gone) = idempotency::abandon(&db, &claim).await {
                     tracing::warn!(error = %gone, "could not release an idempotency key");
                 }
                 return Err(e);
             }
         };
-        idempotency::finish(&db, &held.record, status.as_u16(), &text).await?;
+        idempotency::finish(&db, &claim.record, status.as_u16(), &text).await?;
         Ok((status, text))
     })
     .await;
@@ -157,14 +156,6 @@ struct KeyedRequest {
     intent: Option<Intent>,
     /// The work can claim the key itself (see [`idempotent`]).
     claims_itself: bool,
-}
-
-/// What a keyed request's work is given.
-struct Keyed {
-    /// Where its reply is stored.
-    record: RecordKey,
-    /// The claim for the work to write, if it claims the key itself.
-    claim: Option<Claim>,
 }
 
 /// What a request answers whose key another request has claimed.
@@ -332,13 +323,7 @@ pub async fn send(
         request,
         move |keyed| async move {
             let mut input = input;
-            if let Some(keyed) = keyed {
-                input.stored_reply = Some(StoredReply {
-                    record: keyed.record,
-                    status: StatusCode::ACCEPTED.as_u16(),
-                });
-                input.claim = keyed.claim;
-            }
+            input.keyed = keyed;
             // Not `sending::send`, which would run on yet another task.
             let outcome = sending::start(&state, &caller, input)
                 .await?

@@ -251,8 +251,7 @@ pub async fn send(
         references: Vec::new(),
         attachments: Vec::new(),
         preassigned: None,
-        stored_reply: None,
-        claim: None,
+        keyed: None,
     };
     let db = ctx.db.clone();
     match sending::send(ctx, key, input).await {

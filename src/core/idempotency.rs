@@ -235,13 +235,14 @@ pub async fn begin(db: &Db, claim: &Claim) -> Result<Begin, sqlx::Error> {
     Ok(Begin::Taken(Taken::InFlight))
 }
 
-/// Where a request's reply is to be stored: its record, and the status it
-/// answers with. A keyed send hands it to the send, whose record stores the
-/// reply in its own commit.
+/// A keyed single send's hold on its Idempotency-Key, as the send uses it:
+/// its record stores the reply under `claim.record`, in its own commit.
 #[derive(Debug, Clone)]
-pub struct StoredReply {
-    pub record: RecordKey,
-    pub status: u16,
+pub struct KeyedSend {
+    pub claim: Claim,
+    /// The claim is not written yet: the send writes it with its first
+    /// reads (PostgreSQL). Else [`begin`] has written it.
+    pub claim_pending: bool,
 }
 
 /// Stores the reply of the request that claimed `record`.

@@ -278,7 +278,7 @@ async fn recover_in(
     } else {
         ids.first()
             .and_then(|id| recorded.get(id))
-            .map(|m| (202u16, sending::reply_text(m)))
+            .map(|m| (sending::ACCEPTED, sending::reply_text(m)))
     };
     let Some((status, body)) = reply else {
         delete_record(tx, record).await?;

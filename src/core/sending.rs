@@ -17,7 +17,7 @@ use crate::clock;
 use crate::core::domains;
 use crate::core::error::{CoreError, Problems};
 use crate::core::events;
-use crate::core::idempotency::{self, Begin, Claim, StoredReply};
+use crate::core::idempotency::{self, Begin, KeyedSend};
 use crate::core::interrupted::Preassigned;
 use crate::core::mailboxes::{self, Mailbox};
 use crate::core::memory;
@@ -74,15 +74,13 @@ pub struct SendInput {
     /// The message's id and Message-ID, when they were chosen (and written
     /// down as the send's intent) before it started; else chosen by it.
     pub preassigned: Option<Preassigned>,
-    /// A keyed send's idempotency record: when the provider accepts the
-    /// message, its record stores the reply there too, in the same commit
-    /// (one write fewer than storing it after).
-    pub stored_reply: Option<StoredReply>,
-    /// A keyed send's claim on its key, to be written with the send's first
-    /// reads, before anything is sent. A key found taken goes through
-    /// `idempotency::begin`, which may give it to this send; else the send
-    /// ends with [`CoreError::KeyTaken`] and nothing done.
-    pub claim: Option<Claim>,
+    /// A keyed send's Idempotency-Key. A claim still pending is written
+    /// with the send's first reads, before anything is sent; a key found
+    /// taken goes through `idempotency::begin`, which may give it to this
+    /// send, else the send ends with [`CoreError::KeyTaken`] and nothing
+    /// done. When the provider accepts the message, its record stores the
+    /// reply under the key in the same commit (one write fewer than after).
+    pub keyed: Option<KeyedSend>,
 }
 
 impl SendInput {
@@ -389,8 +387,7 @@ pub fn validate(body: SendRequest) -> Result<SendInput, CoreError> {
         references,
         attachments,
         preassigned: None,
-        stored_reply: None,
-        claim: None,
+        keyed: None,
     })
 }
 
@@ -416,8 +413,8 @@ pub async fn validate_aside(body: SendRequest) -> Result<SendInput, CoreError> {
 #[derive(Debug, Clone)]
 pub struct SendOutcome {
     pub message: Message,
-    /// The reply (the JSON text of [`SendOutcome::to_wire`]) is already
-    /// stored under the send's `stored_reply`.
+    /// The reply ([`ACCEPTED`] and the JSON text of
+    /// [`SendOutcome::to_wire`]) is already stored under the send's key.
     pub reply_stored: bool,
 }
 
@@ -426,6 +423,9 @@ impl SendOutcome {
         wire(&self.message)
     }
 }
+
+/// The status a send the provider accepted answers with.
+pub const ACCEPTED: u16 = 202;
 
 /// The reply a send of `m` answers with, as stored for its Idempotency-Key.
 pub fn reply_text(m: &Message) -> Result<String, CoreError> {
@@ -811,14 +811,15 @@ pub async fn start(
         &suppressions::suppressed_read(&recipients),
         &mailboxes::by_address_read(&from),
     ];
-    let [domain_rows, suppressed_rows, mailbox_rows] = match input.claim.take() {
-        Some(claim) => {
+    let pending_claim = input.keyed.as_ref().filter(|k| k.claim_pending);
+    let [domain_rows, suppressed_rows, mailbox_rows] = match pending_claim {
+        Some(KeyedSend { claim, .. }) => {
             let (claimed, rows) = ctx
                 .db
                 .write_then_lookup_each(&claim.taking_if_free(), reads)
                 .await?;
             // Taken: what became of the request that took it decides.
-            if !claimed && let Begin::Taken(taken) = idempotency::begin(&ctx.db, &claim).await? {
+            if !claimed && let Begin::Taken(taken) = idempotency::begin(&ctx.db, claim).await? {
                 return Err(CoreError::KeyTaken(taken));
             }
             rows
@@ -1243,7 +1244,7 @@ impl Bodies {
 /// A send's record, committed.
 struct Recorded {
     message: Message,
-    /// The send's `stored_reply` was written with it.
+    /// The reply under the send's key was written with it.
     reply_stored: bool,
 }
 
@@ -1339,13 +1340,13 @@ async fn record(
     // Only an accepted send's reply: a refusal's is the caller's to store
     // or not.
     let reply = input
-        .stored_reply
+        .keyed
         .as_ref()
         .filter(|_| m.status == MessageStatus::Sent);
-    if let Some(reply) = reply {
+    if let Some(keyed) = reply {
         writes.push(idempotency::finish_statement(
-            &reply.record,
-            reply.status,
+            &keyed.claim.record,
+            ACCEPTED,
             &reply_text(&m)?,
         ));
     }

@@ -668,8 +668,7 @@ pub async fn reply(
         references,
         attachments: r.attachments,
         preassigned: None,
-        stored_reply: None,
-        claim: None,
+        keyed: None,
     };
     sending::send(ctx, key, input).await
 }

@@ -384,9 +384,9 @@ async fn a_keyed_sends_reply_is_stored_with_its_record() {
     ));
     let mut input =
         pigeonhole::core::sending::validate(serde_json::from_value(body).unwrap()).unwrap();
-    input.stored_reply = Some(idempotency::StoredReply {
-        record: claim.record.clone(),
-        status: 202,
+    input.keyed = Some(idempotency::KeyedSend {
+        claim,
+        claim_pending: false,
     });
     let outcome = pigeonhole::core::sending::start(&app.state, &key, input)
         .await
