@@ -92,6 +92,10 @@ pub struct SharedRateLimiter {
     /// wait for one lease instead of each taking a block, which would leave
     /// up to a block per waiting call unspent here and lost to the others.
     leasing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// How long a call waits for its turn to lease: past it, it is counted
+    /// in this process, so that a slow or absent database (every lease
+    /// waiting for a connection) is not waited for once per queued call.
+    turn_wait: std::time::Duration,
     /// Used when the database cannot be asked: the request then fails on
     /// its own, or is served under the per-process count.
     local: RateLimiter,
@@ -103,6 +107,7 @@ impl SharedRateLimiter {
             db,
             slots: Mutex::new(HashMap::new()),
             leasing: Mutex::new(HashMap::new()),
+            turn_wait: std::time::Duration::from_secs(1),
             local: RateLimiter::default(),
         }
     }
@@ -122,7 +127,9 @@ impl SharedRateLimiter {
             }
             leasing.entry(who.to_string()).or_default().clone()
         };
-        let _turn = turn.lock().await;
+        let Ok(_turn) = tokio::time::timeout(self.turn_wait, turn.lock()).await else {
+            return self.local.check(who, limit, now_secs);
+        };
         // The lease just before this call's turn may have left calls to spend.
         if let Some(d) = self.spend(who, limit, window, reset) {
             return d;
@@ -246,6 +253,32 @@ mod tests {
         assert_eq!(leased.int("leased").unwrap(), 100, "one block of 1 %");
         let last = limiter.check("key", 10_000, now).await;
         assert_eq!(last.remaining, 10_000 - 65);
+        temp.remove().await;
+    }
+
+    /// A call waits for its turn to lease a bounded time, then is counted
+    /// in the process: a lease stuck on the database holds up no queue.
+    #[tokio::test]
+    async fn a_call_waits_for_a_stuck_lease_a_bounded_time() {
+        let temp = crate::store::tests::TempSqlite::new("rate-turn").await;
+        let mut limiter = SharedRateLimiter::new(temp.db.clone());
+        limiter.turn_wait = std::time::Duration::from_millis(50);
+        let stuck = lock(&limiter.leasing)
+            .entry("key".into())
+            .or_default()
+            .clone();
+        let _held = stuck.lock().await;
+        let waited = std::time::Instant::now();
+        let decision = limiter.check("key", 10_000, 6_000).await;
+        assert!(decision.allowed);
+        assert!(waited.elapsed() < std::time::Duration::from_secs(5));
+        // Counted in the process: nothing was leased.
+        let leased = crate::sql!("SELECT COUNT(*) AS n FROM rate_windows")
+            .fetch_one(temp.db.reader())
+            .await
+            .unwrap();
+        use crate::store::RowExt;
+        assert_eq!(leased.int("n").unwrap(), 0);
         temp.remove().await;
     }
 }
