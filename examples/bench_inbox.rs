@@ -1444,7 +1444,7 @@ async fn database_size(db: &Db, url: &str) -> anyhow::Result<String> {
         "SELECT pg_database_size(current_database()) AS total, \
          pg_total_relation_size('messages') AS messages, \
          pg_total_relation_size('threads') AS threads, \
-         pg_relation_size('messages_search') AS gin",
+         pg_relation_size('messages_search_eras') AS gin",
     )
     .fetch_one(db.reader())
     .await?;
@@ -2127,6 +2127,25 @@ async fn main() -> anyhow::Result<()> {
         s.target = Some(50.0);
         print_stats(&s);
         results.push(s);
+    }
+
+    // The same words in sent and received mail: each message's own words.
+    for (list, what) in [("emails", "sent"), ("messages", "received")] {
+        for (label, term, count) in &terms {
+            let path = format!("/api/v1/{list}?limit=25&q={}", enc(term));
+            let (mut s, first) = client
+                .measure(&format!("GET /{list}?q={term} ({label})"), w, n, |_| {
+                    path.clone()
+                })
+                .await?;
+            s.note = format!(
+                "{count} messages of either direction hold it; {} {what} on page",
+                first["data"].as_array().map_or(0, |a| a.len())
+            );
+            s.target = Some(50.0);
+            print_stats(&s);
+            results.push(s);
+        }
     }
 
     for (label, mbi) in [("busiest", busiest), ("quietest", quietest)] {

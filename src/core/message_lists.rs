@@ -212,7 +212,8 @@ pub async fn received(
     page: &Page,
 ) -> Result<Items, sqlx::Error> {
     let filters = |q: &mut Sql| {
-        q.push(" AND m.direction = 'inbound'");
+        // Not `= 'inbound'`: see migration 17 (`RECEIVED_IN_ORDER`).
+        q.push(" AND m.direction <> 'outbound'");
         reach.filter_address_columns(q, "m.mailbox", "m.domain");
         if let Some(folder) = f.folder {
             q.push(" AND m.folder = ").bind(folder.as_str());

@@ -395,7 +395,26 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         sqlite: SUBJECT_THREADING,
         postgres: SUBJECT_THREADING,
     },
+    Migration {
+        version: 17,
+        name: "search by era, received mail in order",
+        sqlite: RECEIVED_IN_ORDER,
+        // With the documents' era indexes: see `ddl`.
+        postgres: RECEIVED_IN_ORDER,
+    },
 ];
+
+/// Received mail newest first (`GET /messages`). The index had every
+/// message, and sent mail has no `received_at`: PostgreSQL puts NULLs first
+/// in a descending order, so the list read every sent message before the
+/// first received one (27 ms at 10,000 messages, linear in the store).
+/// The list asks `direction <> 'outbound'` (the same rows: there are two
+/// directions) because a planner without statistics takes an equality for
+/// a rare value, and would collect and sort instead of reading the index.
+const RECEIVED_IN_ORDER: &str = r#"
+CREATE INDEX messages_received_in_order ON messages (received_at DESC, id DESC) WHERE direction <> 'outbound';
+DROP INDEX messages_received_recent;
+"#;
 
 /// A message threaded by its subject looks for the newest thread of its
 /// mailbox with that subject (`inbound::by_subject`). The index had the
@@ -534,6 +553,7 @@ fn ddl(m: &Migration, backend: Backend) -> String {
             m.postgres,
             search_postgres::THREAD_DOCUMENTS_BACKFILL
         ),
+        (17, Backend::Postgres) => format!("{}{}", m.postgres, search_postgres::era_indexes()),
         // An INTEGER PRIMARY KEY is SQLite's rowid: each new row's is above
         // every row's there is, which is all the order `seq` must keep.
         (_, Backend::Sqlite) => m.sqlite.replace("{SEQ}", "INTEGER PRIMARY KEY"),
