@@ -99,7 +99,7 @@ pub struct SearchBounds {
 impl Default for SearchBounds {
     fn default() -> SearchBounds {
         SearchBounds {
-            first_walk: 200,
+            first_walk: 50,
             walk_chunk: 1000,
             collect_max: 400,
         }
@@ -238,7 +238,12 @@ async fn search(
             if level == 0 {
                 break;
             }
-            level -= 1;
+            level = if era.is_none() {
+                // More than the walk's rows suggested: as if it had met one.
+                rated_level(1, &found, page, bounds.collect_max)
+            } else {
+                level - 1
+            };
             continue;
         }
         found.hits.extend(page_rows);
@@ -273,26 +278,31 @@ async fn search(
 }
 
 /// Where collecting starts, from what the first walk saw: a word it met
-/// (as often as the list's rows do) starts at the coarsest level whose era
-/// would hold about a quarter of `collect_max` matches at that rate, rather
-/// than asking every coarser level in turn and reading `collect_max + 1`
+/// starts at the level its rate suggests ([`rated_level`]), rather than
+/// asking every coarser level in turn and reading `collect_max + 1`
 /// matches at each only to count them; a word it did not meet starts with
-/// the whole store (`ERA_SHIFTS.len()`). Too few or too many is only a
-/// level more or less: the counts decide.
+/// the whole store (`ERA_SHIFTS.len()`). Too coarse or too fine is only a
+/// level more or an era more: the counts decide.
 fn first_level(found: &Found, page: &Page, collect_max: i64) -> usize {
-    let met = found.hits.len() as i128;
+    match found.hits.len() {
+        0 => ERA_SHIFTS.len(),
+        met => rated_level(met, found, page, collect_max),
+    }
+}
+
+/// The coarsest level whose era would hold about a quarter of
+/// `collect_max` matches if the words were met as often as `met` in the
+/// rows walked so far.
+fn rated_level(met: usize, found: &Found, page: &Page, collect_max: i64) -> usize {
     let top = page.after.as_ref().map(|(at, _)| *at).or(found.first_at);
     let (Some(top), Some((bottom, _))) = (top, found.after.as_ref()) else {
-        return ERA_SHIFTS.len();
+        return ERA_SHIFTS.len() - 1;
     };
-    if met == 0 {
-        return ERA_SHIFTS.len();
-    }
     let span = (top as i128 - *bottom as i128).max(1);
     let room = (collect_max as i128 / 4).max(1);
     ERA_SHIFTS
         .iter()
-        .rposition(|&shift| met * (1i128 << shift) <= room * span)
+        .rposition(|&shift| met as i128 * (1i128 << shift) <= room * span)
         .unwrap_or(0)
 }
 
@@ -429,7 +439,10 @@ AS $$ SELECT id FROM messages WHERE search @@ q LIMIT n $$;
 /// received mail by `received_at`, sent mail by `created_at`). The indexes
 /// are on the documents with their eras, so they follow a thread's
 /// `last_at` by themselves; the matching functions read them and return
-/// each match's time, which is what a collection sorts by.
+/// each match's time, which is what a collection sorts by. Their lists of
+/// pending entries (GIN's fast update) are kept to 128 KiB: every lookup
+/// reads the whole list, and a search makes several (at the default 4 MiB
+/// a lookup read 167 pending pages, 1.9 ms, against 0.3 ms once merged).
 pub fn era_indexes() -> String {
     let eras: Vec<String> = ERA_SHIFTS
         .iter()
@@ -443,10 +456,12 @@ AS $$ SELECT array_to_tsvector(ARRAY[{eras}]) $$;
 CREATE FUNCTION ph_message_time(direction TEXT, created_at BIGINT, received_at BIGINT) RETURNS BIGINT
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT CASE WHEN direction = 'inbound' THEN COALESCE(received_at, created_at) ELSE created_at END $$;
-CREATE INDEX thread_search_eras ON thread_search USING GIN ((doc || ph_eras(last_at)));
+CREATE INDEX thread_search_eras ON thread_search USING GIN ((doc || ph_eras(last_at)))
+    WITH (gin_pending_list_limit = 128);
 DROP INDEX thread_search_doc;
 CREATE INDEX messages_search_eras ON messages
-    USING GIN ((search || ph_eras(ph_message_time(direction, created_at, received_at))));
+    USING GIN ((search || ph_eras(ph_message_time(direction, created_at, received_at))))
+    WITH (gin_pending_list_limit = 128);
 DROP INDEX messages_search;
 DROP FUNCTION ph_thread_matches(tsquery, BIGINT);
 DROP FUNCTION ph_message_matches(tsquery, BIGINT);
