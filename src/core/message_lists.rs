@@ -97,13 +97,15 @@ fn push_common(db: &Db, q: &mut Sql, from: Option<&str>, to: Option<&str>, subje
 }
 
 /// A page of a mail list: `filters` are its conditions on `m` (each
-/// starting with ` AND `), `time_col` its order. On SQLite a search is one
+/// starting with ` AND `), `time_col` its order, `narrowed` whether a
+/// filter has an index of its own (see `Db::list_read`). On SQLite a search is one
 /// more condition; on PostgreSQL it walks or collects within fixed bounds
 /// (`search_postgres`).
 async fn page_of(
     db: &Db,
     filters: &(dyn Fn(&mut Sql) + Sync),
     time_col: &'static str,
+    narrowed: bool,
     text: Option<&str>,
     page: &Page,
     bounds: SearchBounds,
@@ -120,6 +122,7 @@ async fn page_of(
                 time_col,
                 documents: search_postgres::Documents::Messages,
                 filters,
+                narrowed,
             };
             let ids = search_postgres::page_ids(db, &list, &words, page, bounds).await?;
             if ids.is_empty() {
@@ -146,7 +149,10 @@ async fn page_of(
                 search::push_match(&mut q, "m", text);
             }
             page.push(&mut q, time_col, "m.id");
-            q.fetch_all(db.reader()).await?
+            let mut tx = db.list_read(narrowed).await?;
+            let rows = q.fetch_all(&mut *tx).await?;
+            tx.commit().await?;
+            rows
         }
     };
     rows.iter().map(Message::from_row).collect()
@@ -193,6 +199,7 @@ pub async fn sent(
         db,
         &filters,
         "m.created_at",
+        false,
         f.text.as_deref(),
         page,
         f.search_bounds,
@@ -238,6 +245,8 @@ pub async fn received(
         db,
         &filters,
         "m.received_at",
+        // A thread's mail is read by its own index (see `Db::list_read`).
+        f.thread_id.is_some(),
         f.text.as_deref(),
         page,
         f.search_bounds,

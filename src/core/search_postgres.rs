@@ -116,6 +116,9 @@ pub struct SearchedList<'a> {
     pub time_col: &'static str,
     pub documents: Documents,
     pub filters: &'a (dyn Fn(&mut Sql) + Sync),
+    /// One of the filters has an index holding only its rows (see
+    /// [`Db::list_read`]).
+    pub narrowed: bool,
 }
 
 /// The tsquery of a search's words (already split and lowercased).
@@ -176,18 +179,10 @@ impl Found {
 }
 
 /// The ids of up to `page.limit + 1` rows of `list` whose documents hold
-/// every word, in list order, from the page's cursor on.
-///
-/// The search's statements run in one read transaction in which the
-/// planner may neither sort nor build a bitmap (`enable_sort`,
-/// `enable_bitmapscan`): a walk must read its list in order from an index
-/// and stop at its limit. Without statistics (a store just loaded) the
-/// planner takes a filter such as `direction = 'inbound'` for a rare one
-/// and would rather collect every row it passes and sort them. The GIN
-/// functions turn bitmaps back on for themselves. A path the settings
-/// forbid still costs more than any other (a sort of the few collected
-/// matches has no other path), which would make every such statement pass
-/// `jit_above_cost`: JIT is off too (it took 200 ms a statement).
+/// every word, in list order, from the page's cursor on. Its statements run
+/// in one list read ([`Db::list_read`]): a walk reads its list in order
+/// from an index and stops at its limit; the GIN functions turn bitmaps
+/// back on for themselves.
 pub async fn page_ids(
     db: &Db,
     list: &SearchedList<'_>,
@@ -195,13 +190,7 @@ pub async fn page_ids(
     page: &Page,
     bounds: SearchBounds,
 ) -> Result<Vec<(i64, String)>, sqlx::Error> {
-    let mut tx = db.reader().begin().await?;
-    Sql::new(
-        "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true), \
-         set_config('jit', 'off', true)",
-    )
-    .fetch_all(&mut *tx)
-    .await?;
+    let mut tx = db.list_read(list.narrowed).await?;
     let hits = search(&mut tx, list, words, page, bounds).await?;
     tx.commit().await?;
     Ok(hits)
@@ -617,6 +606,59 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             .collect()
     }
 
+    /// The plan of a list statement read in `db.list_read(narrowed)`.
+    async fn plan(db: &Db, narrowed: bool, statement: &str) -> String {
+        let mut tx = db.list_read(narrowed).await.unwrap();
+        let rows = Sql::new(&format!("EXPLAIN {statement}"))
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+        tx.rollback().await.unwrap();
+        rows.iter()
+            .map(|r| r.text("QUERY PLAN").unwrap())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Without statistics (as here) the planner takes a folder for a rare
+    /// condition and would read every thread and sort; a list read walks
+    /// the list's index in order and stops at the page. A narrowed list
+    /// (a label's threads) is read by the label's index instead: walked in
+    /// order it would pass every thread of the store.
+    #[tokio::test]
+    async fn a_list_read_walks_in_order_unless_narrowed() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        spread_store(&db).await;
+        sqlx::raw_sql(
+            "INSERT INTO thread_labels (thread_id, label_id) \
+             SELECT id, 'lbl_rare' FROM threads ORDER BY id LIMIT 2",
+        )
+        .execute(db.reader())
+        .await
+        .unwrap();
+        let order = "ORDER BY t.last_message_at DESC, t.id DESC LIMIT 26";
+        let folder =
+            format!("SELECT t.id FROM threads t WHERE t.folders LIKE '%,archive,%' {order}");
+        let walked = plan(&db, false, &folder).await;
+        assert!(
+            walked.contains("threads_recent") && !walked.contains("Sort"),
+            "{walked}"
+        );
+        let labelled = format!(
+            "SELECT t.id FROM threads t WHERE EXISTS (SELECT 1 FROM thread_labels tl \
+             WHERE tl.thread_id = t.id AND tl.label_id = 'lbl_rare') {order}"
+        );
+        let narrowed = plan(&db, true, &labelled).await;
+        assert!(
+            narrowed.contains("thread_labels_label") && !narrowed.contains("threads_recent"),
+            "{narrowed}"
+        );
+        let walked = plan(&db, false, &labelled).await;
+        assert!(walked.contains("threads_recent"), "{walked}");
+    }
+
     /// Whatever the bounds (so whichever levels a search collects at, goes
     /// up and down through, or walks), a search pages as a full sort does:
     /// the eras of the index are the times the list orders by.
@@ -655,9 +697,11 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         let one_mailbox = |q: &mut Sql| {
             q.push(" AND t.mailbox_id = ").bind("mb1");
         };
-        for (mailbox, filters) in [
-            (None, &everything as &(dyn Fn(&mut Sql) + Sync)),
-            (Some("mb1"), &one_mailbox),
+        // Narrowed or not, the plans differ, not the answers.
+        for (mailbox, filters, narrowed) in [
+            (None, &everything as &(dyn Fn(&mut Sql) + Sync), false),
+            (Some("mb1"), &one_mailbox, false),
+            (Some("mb1"), &one_mailbox, true),
         ] {
             let list = SearchedList {
                 table: "threads",
@@ -665,6 +709,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
                 time_col: "t.last_message_at",
                 documents: Documents::Threads,
                 filters,
+                narrowed,
             };
             for q in [
                 "every",
@@ -681,7 +726,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
                     assert_eq!(
                         searched(&db, &list, q, b).await,
                         expected,
-                        "q={q} mailbox={mailbox:?} {b:?}"
+                        "q={q} mailbox={mailbox:?} narrowed={narrowed} {b:?}"
                     );
                 }
             }

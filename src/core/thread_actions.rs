@@ -134,6 +134,8 @@ pub async fn list(
         None => None,
     };
     let filters = |q: &mut Sql| push_filters(db, reach, f, label.as_ref(), q);
+    // A label's threads are read by its own index (see `Db::list_read`).
+    let narrowed = matches!(label, Some(Some(_)));
     let (threads, positions): (Vec<Thread>, Vec<i64>) = match (db.backend(), f.text.as_deref()) {
         // SQLite reads the thread index newest first and pages by its key
         // (see `search::thread_search_select`).
@@ -165,6 +167,7 @@ pub async fn list(
                 time_col: "t.last_message_at",
                 documents: search_postgres::Documents::Threads,
                 filters: &filters,
+                narrowed,
             };
             let ids = search_postgres::page_ids(db, &list, &words, page, f.search_bounds).await?;
             let threads = by_ids(db, &ids).await?;
@@ -175,9 +178,10 @@ pub async fn list(
             let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE 1 = 1"));
             filters(&mut q);
             page.push(&mut q, "t.last_message_at", "t.id");
-            let threads: Vec<Thread> = q
-                .fetch_all(db.reader())
-                .await?
+            let mut tx = db.list_read(narrowed).await?;
+            let rows = q.fetch_all(&mut *tx).await?;
+            tx.commit().await?;
+            let threads: Vec<Thread> = rows
                 .iter()
                 .map(Thread::from_row)
                 .collect::<Result<_, _>>()?;

@@ -840,6 +840,40 @@ impl Db {
         &self.reader
     }
 
+    /// A read transaction for a list's statements (a page, a search).
+    ///
+    /// On PostgreSQL a list is a walk of an index in the list's order,
+    /// stopped at a page, and must not depend on the planner's statistics:
+    /// without them (a store just loaded) it takes a condition such as
+    /// `folders LIKE '%,archive,%'` or `direction = 'inbound'` for a rare
+    /// one, and would rather read every row and sort (43 ms for a folder at
+    /// 200,000 threads). So the planner may neither sort nor build a bitmap
+    /// here, unless the list is `narrowed`: one of its conditions has an
+    /// index of its own that holds only its rows (a thread, a label), which
+    /// are read and sorted, where a walk in order would pass every row of
+    /// the store (9 s for a thread's received mail at 1,000,000 messages).
+    /// A path the settings forbid still costs more than any other (a sort
+    /// of a few collected matches has no other path), which would make
+    /// every such statement pass `jit_above_cost`: JIT is off too (it took
+    /// 200 ms a statement). SQLite plans by its indexes, not by statistics.
+    pub async fn list_read(
+        &self,
+        narrowed: bool,
+    ) -> Result<sqlx::Transaction<'static, Any>, sqlx::Error> {
+        let mut tx = self.reader.begin().await?;
+        if self.backend == Backend::Postgres {
+            let walk = if narrowed { "on" } else { "off" };
+            Sql::new("SELECT set_config('enable_sort', ")
+                .bind(walk)
+                .push(", true), set_config('enable_bitmapscan', ")
+                .bind(walk)
+                .push(", true), set_config('jit', 'off', true)")
+                .fetch_all(&mut *tx)
+                .await?;
+        }
+        Ok(tx)
+    }
+
     /// Rows of a read that finds them by an index in microseconds (a row
     /// by its key, a few by a list of keys). On SQLite it runs in place on
     /// the calling thread (see `lookup`); anything longer belongs in
