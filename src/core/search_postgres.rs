@@ -17,18 +17,21 @@
 //!    [`SearchBounds::first_walk`] rows (the plain list's own statement
 //!    with a larger limit), each row's words checked by its key. A common
 //!    word fills the page here.
-//! 2. **Collect by level**: the documents holding the words, all of them
-//!    first (or, for a word the walk met, those of the era whose level the
-//!    rate it met them at suggests), then those of the era, at each level
-//!    from the coarsest to the finest, of the time the search has reached. A level whose era holds
-//!    at most [`SearchBounds::collect_max`] matches is collected: they are
-//!    sorted by time, joined to the list's rows until the page is full and
-//!    filtered. More than that, and the next finer level is asked. Once an
-//!    era is used up, one row of the walk says where the list goes on (so
-//!    empty eras are skipped and the end of the list is seen); the search
-//!    goes back up a level each time it leaves the coarser era. A rare
-//!    word is collected whole in one statement; a word of any frequency
-//!    costs a few lookups and at most `collect_max` matches per era.
+//! 2. **Collect by level**: the documents holding the words in the era of
+//!    the time the search has reached, at the level where the rate the
+//!    walk met them at (once, if it met none) would put about a quarter of
+//!    [`SearchBounds::collect_max`] matches in an era. An era holding at
+//!    most `collect_max` matches is collected: they are sorted by time,
+//!    joined to the list's rows until the page is full and filtered. More
+//!    than that, and the next finer level is asked (and coarser ones stay
+//!    closed until the search leaves that era). Once an era is used up,
+//!    one row of the walk says where the list goes on (so empty eras are
+//!    skipped and the end of the list is seen), and the rate of matches in
+//!    the eras collected so far chooses the next level: the whole store
+//!    when they are so rare that even 16 of the coarsest eras would hold
+//!    few (a rare word: an era, then one statement). A word of any
+//!    frequency costs a few lookups and at most `collect_max` matches per
+//!    era, and no lookup reads a common word's whole posting list.
 //! 3. **Walk on**: only if even the finest era (about a second) holds more
 //!    than `collect_max` matches: the words are so dense there that the
 //!    walk meets them at once.
@@ -215,24 +218,28 @@ async fn search(
     if !going_on || found.full() {
         return Ok(found.hits);
     }
-    let mut level = first_level(&found, page, bounds.collect_max);
+    let room = (bounds.collect_max / 4).max(1);
+    // A word the walk did not meet starts as if it had met it once.
+    let mut level = rated_level(found.hits.len().max(1), &found, page, bounds.collect_max);
+    let mut caps = Caps::default();
+    let mut seen = Seen::default();
     loop {
-        let era = ERA_SHIFTS.get(level).map(|&shift| {
-            let at = found.after.as_ref().map_or(i64::MAX, |(at, _)| *at);
-            (shift, at)
-        });
+        let at = found.after.as_ref().map_or(i64::MAX, |(at, _)| *at);
+        let era = ERA_SHIFTS.get(level).map(|&shift| (shift, at));
         let (matches, page_rows) =
             collect(conn, list, words, era, &found.rest(), bounds.collect_max).await?;
         if matches > bounds.collect_max {
             if level == 0 {
                 break;
             }
+            caps.add(level, at);
             level = if era.is_none() {
-                // More than the walk's rows suggested: as if it had met one.
+                // More than the evidence suggested: as if the walk had met one.
                 rated_level(1, &found, page, bounds.collect_max)
             } else {
                 level - 1
-            };
+            }
+            .min(caps.top(at));
             continue;
         }
         found.hits.extend(page_rows);
@@ -243,6 +250,7 @@ async fn search(
         if found.full() {
             return Ok(found.hits);
         }
+        seen.add(matches, shift);
         // The era is used up: go on below it, from the list's next row.
         let era_start = (at >> shift) << shift;
         found.after = Some((era_start, String::new()));
@@ -250,12 +258,7 @@ async fn search(
             return Ok(found.hits);
         }
         let next = found.after.as_ref().map_or(era_start, |(at, _)| *at);
-        while let Some(&parent) = ERA_SHIFTS.get(level + 1) {
-            if next >> parent == era_start >> parent {
-                break;
-            }
-            level += 1;
-        }
+        level = seen.level(room).min(caps.top(next));
     }
     // Dense even within the finest era: walk on.
     while found
@@ -266,16 +269,62 @@ async fn search(
     Ok(found.hits)
 }
 
-/// Where collecting starts, from what the first walk saw: a word it met
-/// starts at the level its rate suggests ([`rated_level`]), rather than
-/// asking every coarser level in turn and reading `collect_max + 1`
-/// matches at each only to count them; a word it did not meet starts with
-/// the whole store (`ERA_SHIFTS.len()`). Too coarse or too fine is only a
-/// level more or an era more: the counts decide.
-fn first_level(found: &Found, page: &Page, collect_max: i64) -> usize {
-    match found.hits.len() {
-        0 => ERA_SHIFTS.len(),
-        met => rated_level(met, found, page, collect_max),
+/// The matches counted in the eras collected so far, and the time they
+/// span: the rate that chooses the next era's level.
+#[derive(Default)]
+struct Seen {
+    matches: i64,
+    span: i128,
+}
+
+impl Seen {
+    fn add(&mut self, matches: i64, shift: u32) {
+        self.matches += matches;
+        self.span += 1i128 << shift;
+    }
+
+    /// The coarsest level whose era would hold at most `room` matches at
+    /// the rate seen; the whole store (`ERA_SHIFTS.len()`) if even an era
+    /// 16 times the coarsest would, as for a word met nowhere yet.
+    fn level(&self, room: i64) -> usize {
+        (0..=ERA_SHIFTS.len())
+            .rev()
+            .find(|&level| {
+                let shift = ERA_SHIFTS.get(level).copied().unwrap_or(ALL_SHIFT);
+                self.matches as i128 * (1i128 << shift) <= room as i128 * self.span.max(1)
+            })
+            .unwrap_or(0)
+    }
+}
+
+/// The span the whole store counts as when a rate chooses it: 16 of the
+/// coarsest eras (about 9 years).
+const ALL_SHIFT: u32 = 48;
+
+/// Where the search found more than `collect_max` matches: the era (or
+/// the whole store) holds no fewer below the cursor, so coarser levels
+/// than the finer one it went on with stay closed until it leaves it.
+#[derive(Default)]
+struct Caps(Vec<(usize, i64)>);
+
+impl Caps {
+    fn add(&mut self, level: usize, at: i64) {
+        let era = ERA_SHIFTS.get(level).map_or(0, |&shift| at >> shift);
+        self.0.push((level, era));
+    }
+
+    /// The coarsest level open at `at`.
+    fn top(&mut self, at: i64) -> usize {
+        self.0.retain(|&(level, era)| {
+            ERA_SHIFTS
+                .get(level)
+                .is_none_or(|&shift| at >> shift == era)
+        });
+        self.0
+            .iter()
+            .map(|&(level, _)| level.saturating_sub(1))
+            .min()
+            .unwrap_or(ERA_SHIFTS.len())
     }
 }
 
@@ -606,9 +655,52 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             .collect()
     }
 
-    /// The plan of a list statement read in `db.list_read(narrowed)`.
+    /// No match seen yet: the whole store; a rate that puts `room` in an
+    /// era of a level: that level; more: a finer one.
+    #[test]
+    fn the_rate_seen_chooses_the_level() {
+        let all = ERA_SHIFTS.len();
+        assert_eq!(Seen::default().level(100), all);
+        let mut seen = Seen::default();
+        seen.add(100, ERA_SHIFTS[4]);
+        assert_eq!(seen.level(100), 4);
+        // 1,700 in two eras of level 4: 53 in one of level 3.
+        seen.add(1600, ERA_SHIFTS[4]);
+        assert_eq!(seen.level(100), 3);
+        let mut rare = Seen::default();
+        rare.add(1, ERA_SHIFTS[6]);
+        assert_eq!(rare.level(100), all);
+        let mut dense = Seen::default();
+        dense.add(1_000_000, ERA_SHIFTS[0]);
+        assert_eq!(dense.level(100), 0);
+    }
+
+    /// A level that overflowed stays closed, with every coarser one, while
+    /// the search is in that era; the whole store, for good.
+    #[test]
+    fn an_overflowed_era_closes_its_level_until_left() {
+        let shift = ERA_SHIFTS[3];
+        let at = 5i64 << shift;
+        let mut caps = Caps::default();
+        assert_eq!(caps.top(at), ERA_SHIFTS.len());
+        caps.add(3, at + 7);
+        assert_eq!(caps.top(at), 2);
+        assert_eq!(caps.top(at - 1), ERA_SHIFTS.len());
+        caps.add(ERA_SHIFTS.len(), at);
+        assert_eq!(caps.top(at - 1), ERA_SHIFTS.len() - 1);
+    }
+
+    /// The plan of a list statement read in `db.list_read(narrowed)`, with
+    /// parallel workers as cheap as they can be.
     async fn plan(db: &Db, narrowed: bool, statement: &str) -> String {
         let mut tx = db.list_read(narrowed).await.unwrap();
+        sqlx::raw_sql(
+            "SET LOCAL parallel_setup_cost = 0; SET LOCAL parallel_tuple_cost = 0; \
+             SET LOCAL min_parallel_index_scan_size = 0; SET LOCAL min_parallel_table_scan_size = 0",
+        )
+        .execute(&mut *tx)
+        .await
+        .unwrap();
         let rows = Sql::new(&format!("EXPLAIN {statement}"))
             .fetch_all(&mut *tx)
             .await
@@ -643,7 +735,9 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             format!("SELECT t.id FROM threads t WHERE t.folders LIKE '%,archive,%' {order}");
         let walked = plan(&db, false, &folder).await;
         assert!(
-            walked.contains("threads_recent") && !walked.contains("Sort"),
+            walked.contains("threads_recent")
+                && !walked.contains("Sort")
+                && !walked.contains("Gather"),
             "{walked}"
         );
         let labelled = format!(

@@ -855,7 +855,10 @@ impl Db {
     /// A path the settings forbid still costs more than any other (a sort
     /// of a few collected matches has no other path), which would make
     /// every such statement pass `jit_above_cost`: JIT is off too (it took
-    /// 200 ms a statement). SQLite plans by its indexes, not by statistics.
+    /// 200 ms a statement). So are parallel workers: a planner that
+    /// expects a walk to read the whole list starts two, 4 ms, for a walk
+    /// of a few hundred rows. SQLite plans by its indexes, not by
+    /// statistics.
     pub async fn list_read(
         &self,
         narrowed: bool,
@@ -867,7 +870,10 @@ impl Db {
                 .bind(walk)
                 .push(", true), set_config('enable_bitmapscan', ")
                 .bind(walk)
-                .push(", true), set_config('jit', 'off', true)")
+                .push(
+                    ", true), set_config('jit', 'off', true), \
+                       set_config('max_parallel_workers_per_gather', '0', true)",
+                )
                 .fetch_all(&mut *tx)
                 .await?;
         }
