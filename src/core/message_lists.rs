@@ -149,10 +149,7 @@ async fn page_of(
                 search::push_match(&mut q, "m", text);
             }
             page.push(&mut q, time_col, "m.id");
-            let mut tx = db.list_read(narrowed).await?;
-            let rows = q.fetch_all(&mut *tx).await?;
-            tx.commit().await?;
-            rows
+            db.fetch_list(&q, narrowed).await?
         }
     };
     rows.iter().map(Message::from_row).collect()

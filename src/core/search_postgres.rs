@@ -218,9 +218,10 @@ async fn search(
     if !going_on || found.full() {
         return Ok(found.hits);
     }
+    // An era is chosen to hold about a quarter of what may be collected.
     let room = (bounds.collect_max / 4).max(1);
     // A word the walk did not meet starts as if it had met it once.
-    let mut level = rated_level(found.hits.len().max(1), &found, page, bounds.collect_max);
+    let mut level = rated_level(found.hits.len().max(1), &found, page, room);
     let mut caps = Caps::default();
     let mut seen = Seen::default();
     loop {
@@ -235,7 +236,7 @@ async fn search(
             caps.add(level, at);
             level = if era.is_none() {
                 // More than the evidence suggested: as if the walk had met one.
-                rated_level(1, &found, page, bounds.collect_max)
+                rated_level(1, &found, page, room)
             } else {
                 level - 1
             }
@@ -283,23 +284,30 @@ impl Seen {
         self.span += 1i128 << shift;
     }
 
-    /// The coarsest level whose era would hold at most `room` matches at
-    /// the rate seen; the whole store (`ERA_SHIFTS.len()`) if even an era
-    /// 16 times the coarsest would, as for a word met nowhere yet.
+    /// The level for the rate seen; the whole store (`ERA_SHIFTS.len()`)
+    /// if even an era 16 times the coarsest would hold `room`, as for a
+    /// word met nowhere yet.
     fn level(&self, room: i64) -> usize {
-        (0..=ERA_SHIFTS.len())
-            .rev()
-            .find(|&level| {
-                let shift = ERA_SHIFTS.get(level).copied().unwrap_or(ALL_SHIFT);
-                self.matches as i128 * (1i128 << shift) <= room as i128 * self.span.max(1)
-            })
-            .unwrap_or(0)
+        level_for(self.matches as i128, self.span, room, ERA_SHIFTS.len())
     }
+}
+
+/// The coarsest level up to `highest` (`ERA_SHIFTS.len()` being the whole
+/// store, counted as [`ALL_SHIFT`]) whose era would hold at most `room`
+/// matches if `count` were met in `span` microseconds; the finest if none.
+fn level_for(count: i128, span: i128, room: i64, highest: usize) -> usize {
+    (0..=highest)
+        .rev()
+        .find(|&level| {
+            let shift = ERA_SHIFTS.get(level).copied().unwrap_or(ALL_SHIFT);
+            count * (1i128 << shift) <= room as i128 * span.max(1)
+        })
+        .unwrap_or(0)
 }
 
 /// The span the whole store counts as when a rate chooses it: 16 of the
 /// coarsest eras (about 9 years).
-const ALL_SHIFT: u32 = 48;
+const ALL_SHIFT: u32 = ERA_SHIFTS[ERA_SHIFTS.len() - 1] + 4;
 
 /// Where the search found more than `collect_max` matches: the era (or
 /// the whole store) holds no fewer below the cursor, so coarser levels
@@ -328,20 +336,16 @@ impl Caps {
     }
 }
 
-/// The coarsest level whose era would hold about a quarter of
-/// `collect_max` matches if the words were met as often as `met` in the
+/// The coarsest era level (not the whole store) whose era would hold
+/// about `room` matches if the words were met as often as `met` in the
 /// rows walked so far.
-fn rated_level(met: usize, found: &Found, page: &Page, collect_max: i64) -> usize {
+fn rated_level(met: usize, found: &Found, page: &Page, room: i64) -> usize {
     let top = page.after.as_ref().map(|(at, _)| *at).or(found.first_at);
     let (Some(top), Some((bottom, _))) = (top, found.after.as_ref()) else {
         return ERA_SHIFTS.len() - 1;
     };
-    let span = (top as i128 - *bottom as i128).max(1);
-    let room = (collect_max as i128 / 4).max(1);
-    ERA_SHIFTS
-        .iter()
-        .rposition(|&shift| met as i128 * (1i128 << shift) <= room * span)
-        .unwrap_or(0)
+    let span = top as i128 - *bottom as i128;
+    level_for(met as i128, span, room, ERA_SHIFTS.len() - 1)
 }
 
 /// Step 1: `chunk` rows of the list after `after`, each with whether its

@@ -178,10 +178,9 @@ pub async fn list(
             let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE 1 = 1"));
             filters(&mut q);
             page.push(&mut q, "t.last_message_at", "t.id");
-            let mut tx = db.list_read(narrowed).await?;
-            let rows = q.fetch_all(&mut *tx).await?;
-            tx.commit().await?;
-            let threads: Vec<Thread> = rows
+            let threads: Vec<Thread> = db
+                .fetch_list(&q, narrowed)
+                .await?
                 .iter()
                 .map(Thread::from_row)
                 .collect::<Result<_, _>>()?;

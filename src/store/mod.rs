@@ -865,11 +865,11 @@ impl Db {
     ) -> Result<sqlx::Transaction<'static, Any>, sqlx::Error> {
         let mut tx = self.reader.begin().await?;
         if self.backend == Backend::Postgres {
-            let walk = if narrowed { "on" } else { "off" };
+            let sorts = if narrowed { "on" } else { "off" };
             Sql::new("SELECT set_config('enable_sort', ")
-                .bind(walk)
+                .bind(sorts)
                 .push(", true), set_config('enable_bitmapscan', ")
-                .bind(walk)
+                .bind(sorts)
                 .push(
                     ", true), set_config('jit', 'off', true), \
                        set_config('max_parallel_workers_per_gather', '0', true)",
@@ -878,6 +878,18 @@ impl Db {
                 .await?;
         }
         Ok(tx)
+    }
+
+    /// The rows of a list's one statement, read as [`Db::list_read`] says
+    /// (SQLite needs no transaction for it).
+    pub async fn fetch_list(&self, sql: &Sql, narrowed: bool) -> Result<Vec<AnyRow>, sqlx::Error> {
+        if self.backend != Backend::Postgres {
+            return sql.fetch_all(&self.reader).await;
+        }
+        let mut tx = self.list_read(narrowed).await?;
+        let rows = sql.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows)
     }
 
     /// Rows of a read that finds them by an index in microseconds (a row
