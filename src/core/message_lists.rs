@@ -2,7 +2,7 @@
 //! their filters and their keyset pages.
 
 use crate::auth::Reach;
-use crate::core::messages::{COLUMNS, Message};
+use crate::core::messages::{Message, SUMMARY_COLUMNS};
 use crate::core::paging::Page;
 use crate::core::search;
 use crate::core::search_postgres::{self, SearchBounds};
@@ -109,7 +109,7 @@ async fn page_of(
     text: Option<&str>,
     page: &Page,
     bounds: SearchBounds,
-) -> Result<Vec<Message>, sqlx::Error> {
+) -> Result<Vec<model::Message>, sqlx::Error> {
     let rows = match (db.backend(), text) {
         (Backend::Postgres, Some(text)) => {
             let words = search::terms(text);
@@ -129,21 +129,25 @@ async fn page_of(
                 return Ok(Vec::new());
             }
             let list: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
-            let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM messages m WHERE m.id IN "));
+            let mut q = Sql::new(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM messages m WHERE m.id IN "
+            ));
             q.bind_list(&list);
             let rows = q
                 .fetch_all(db.reader())
                 .await?
                 .iter()
-                .map(Message::from_row)
+                .map(Message::summary_from_row)
                 .collect::<Result<Vec<_>, _>>()?;
-            return Ok(search_postgres::in_order(&ids, rows, |m| &m.id)
+            return Ok(search_postgres::in_order(&ids, rows, |m| m.id.as_str())
                 .into_iter()
                 .map(|(_, m)| m)
                 .collect());
         }
         (_, text) => {
-            let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM messages m WHERE 1 = 1"));
+            let mut q = Sql::new(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM messages m WHERE 1 = 1"
+            ));
             filters(&mut q);
             if let Some(text) = text {
                 search::push_match(&mut q, "m", text);
@@ -152,7 +156,7 @@ async fn page_of(
             db.fetch_list(&q, narrowed).await?
         }
     };
-    rows.iter().map(Message::from_row).collect()
+    rows.iter().map(Message::summary_from_row).collect()
 }
 
 /// Sent mail within the reach, newest first by `created_at`; drafts excluded.
@@ -204,7 +208,7 @@ pub async fn sent(
     .await?;
     Ok(messages
         .into_iter()
-        .map(|m| (m.created_at, m.id.clone(), m.summary()))
+        .map(|m| (m.created_at.0, m.id.to_string(), m))
         .collect())
 }
 
@@ -251,12 +255,6 @@ pub async fn received(
     .await?;
     Ok(messages
         .into_iter()
-        .map(|m| {
-            (
-                m.received_at.unwrap_or(m.created_at),
-                m.id.clone(),
-                m.summary(),
-            )
-        })
+        .map(|m| (m.received_at.unwrap_or(m.created_at).0, m.id.to_string(), m))
         .collect())
 }

@@ -46,12 +46,25 @@ pub struct Message {
     pub received_at: Option<i64>,
 }
 
-pub const COLUMNS: &str = "m.id, m.thread_id, m.mailbox_id, m.mailbox, m.domain, m.direction, \
-    m.is_draft, m.folder, m.message_id, m.provider_message_id, m.from_address, m.from_name, \
-    m.to_addresses, m.cc_addresses, m.bcc_addresses, m.reply_to, m.subject, m.text_body, \
-    m.html_body, m.headers, m.in_reply_to, m.references_header, m.status, m.error, m.opened_at, \
-    m.open_count, m.is_read, m.is_starred, m.has_attachments, m.api_key_id, m.created_at, \
-    m.sent_at, m.received_at";
+/// The columns of a message but its bodies and headers.
+macro_rules! summary_columns {
+    () => {
+        "m.id, m.thread_id, m.mailbox_id, m.mailbox, m.domain, m.direction, \
+         m.is_draft, m.folder, m.message_id, m.provider_message_id, m.from_address, m.from_name, \
+         m.to_addresses, m.cc_addresses, m.bcc_addresses, m.reply_to, m.subject, m.in_reply_to, \
+         m.references_header, m.status, m.error, m.opened_at, m.open_count, m.is_read, \
+         m.is_starred, m.has_attachments, m.api_key_id, m.created_at, m.sent_at, m.received_at"
+    };
+}
+
+/// What a list item shows ([`Message::summary_from_row`]): a list page
+/// reads no bodies, which are most of a message's bytes and are stored out
+/// of line (at 1,000,000 messages, reading a page's bodies cost 0.5–0.9 ms
+/// of a search's 3–4).
+pub const SUMMARY_COLUMNS: &str = summary_columns!();
+
+/// A whole message ([`Message::from_row`]).
+pub const COLUMNS: &str = concat!(summary_columns!(), ", m.text_body, m.html_body, m.headers");
 
 /// A stored status; anything else is a column this code did not write.
 fn status_of(text: &str) -> Result<MessageStatus, sqlx::Error> {
@@ -64,7 +77,22 @@ fn list_of(text: &str) -> Vec<String> {
 }
 
 impl Message {
+    /// A row of [`COLUMNS`].
     pub fn from_row(r: &impl RowExt) -> Result<Message, sqlx::Error> {
+        Ok(Message {
+            text: r.text("text_body")?,
+            html: r.text("html_body")?,
+            headers: serde_json::from_str(&r.text("headers")?).unwrap_or(Value::Null),
+            ..Message::without_bodies(r)?
+        })
+    }
+
+    /// The summary of a row of [`SUMMARY_COLUMNS`] (a list item).
+    pub fn summary_from_row(r: &impl RowExt) -> Result<model::Message, sqlx::Error> {
+        Ok(Message::without_bodies(r)?.summary())
+    }
+
+    fn without_bodies(r: &impl RowExt) -> Result<Message, sqlx::Error> {
         Ok(Message {
             id: r.text("id")?,
             thread_id: r.text("thread_id")?,
@@ -83,9 +111,9 @@ impl Message {
             bcc: list_of(&r.text("bcc_addresses")?),
             reply_to: r.opt_text("reply_to")?,
             subject: r.text("subject")?,
-            text: r.text("text_body")?,
-            html: r.text("html_body")?,
-            headers: serde_json::from_str(&r.text("headers")?).unwrap_or(Value::Null),
+            text: String::new(),
+            html: String::new(),
+            headers: Value::Null,
             in_reply_to: r.opt_text("in_reply_to")?,
             references: r.opt_text("references_header")?,
             status: status_of(&r.text("status")?)?,
