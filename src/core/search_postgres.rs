@@ -146,6 +146,12 @@ impl Found {
         self.hits.len() >= self.wanted
     }
 
+    /// The time the search started from: the page's cursor, or the first
+    /// row it walked.
+    fn top(&self, page: &Page) -> Option<i64> {
+        page.after.as_ref().map(|(at, _)| *at).or(self.first_at)
+    }
+
     /// The rest of the page, from where the search stands.
     fn rest(&self) -> Page {
         Page {
@@ -224,11 +230,25 @@ async fn search(
     let mut level = rated_level(found.hits.len().max(1), &found, page, room);
     let mut caps = Caps::default();
     let mut seen = Seen::default();
+    // Where the search started: matches above it are in no span it has seen.
+    let top = found.top(page).unwrap_or(i64::MAX);
     loop {
         let at = found.after.as_ref().map_or(i64::MAX, |(at, _)| *at);
         let era = ERA_SHIFTS.get(level).map(|&shift| (shift, at));
-        let (matches, page_rows) =
-            collect(conn, list, words, era, &found.rest(), bounds.collect_max).await?;
+        let Collected {
+            matches,
+            below_top,
+            page_rows,
+        } = collect(
+            conn,
+            list,
+            words,
+            era,
+            top,
+            &found.rest(),
+            bounds.collect_max,
+        )
+        .await?;
         if matches > bounds.collect_max {
             if level == 0 {
                 break;
@@ -251,7 +271,7 @@ async fn search(
         if found.full() {
             return Ok(found.hits);
         }
-        seen.add(matches, shift);
+        seen.add(below_top, span_below(shift, at, top));
         // The era is used up: go on below it, from the list's next row.
         let era_start = (at >> shift) << shift;
         found.after = Some((era_start, String::new()));
@@ -279,9 +299,9 @@ struct Seen {
 }
 
 impl Seen {
-    fn add(&mut self, matches: i64, shift: u32) {
+    fn add(&mut self, matches: i64, span: i128) {
         self.matches += matches;
-        self.span += 1i128 << shift;
+        self.span += span.max(1);
     }
 
     /// The level for the rate seen; the whole store (`ERA_SHIFTS.len()`)
@@ -290,6 +310,17 @@ impl Seen {
     fn level(&self, room: i64) -> usize {
         level_for(self.matches as i128, self.span, room, ERA_SHIFTS.len())
     }
+}
+
+/// The time of the era of `at` (at the level of `shift`) at or below
+/// `top`, where the search started: the era it started in is seen only
+/// below that (the newest era of a store holds mail only up to its newest;
+/// taken whole, it made a word look rarer than it is, and the next era
+/// collected held 349 matches where 100 were wanted).
+fn span_below(shift: u32, at: i64, top: i64) -> i128 {
+    let start = ((at >> shift) << shift) as i128;
+    let end = start + (1i128 << shift);
+    end.min(top as i128 + 1) - start
 }
 
 /// The coarsest level up to `highest` (`ERA_SHIFTS.len()` being the whole
@@ -340,8 +371,7 @@ impl Caps {
 /// about `room` matches if the words were met as often as `met` in the
 /// rows walked so far.
 fn rated_level(met: usize, found: &Found, page: &Page, room: i64) -> usize {
-    let top = page.after.as_ref().map(|(at, _)| *at).or(found.first_at);
-    let (Some(top), Some((bottom, _))) = (top, found.after.as_ref()) else {
+    let (Some(top), Some((bottom, _))) = (found.top(page), found.after.as_ref()) else {
         return ERA_SHIFTS.len() - 1;
     };
     let span = top as i128 - *bottom as i128;
@@ -377,19 +407,30 @@ fn walk(
     sql
 }
 
+/// What one collection found.
+struct Collected {
+    /// Documents holding the words, up to `max + 1`.
+    matches: i64,
+    /// Those of them at or below the time the search started from.
+    below_top: i64,
+    /// The rest of the page among them (only meaningful if `matches` is
+    /// within `max`).
+    page_rows: Vec<(i64, String)>,
+}
+
 /// Step 2: the documents holding the words (in the era of `at` at the
-/// level of `shift`, or all of them), up to `max + 1`: how many, and the
-/// rest of the page among them, sorted by time and joined to the list's
-/// rows only until it is full. The page is only meaningful if there are
-/// `max` or fewer.
+/// level of `shift`, or all of them), up to `max + 1`: how many, how many
+/// at or below `top`, and the rest of the page among them, sorted by time
+/// and joined to the list's rows only until it is full.
 async fn collect(
     conn: &mut AnyConnection,
     list: &SearchedList<'_>,
     words: &[String],
     era: Option<(u32, i64)>,
+    top: i64,
     page: &Page,
     max: i64,
-) -> Result<(i64, Vec<(i64, String)>), sqlx::Error> {
+) -> Result<Collected, sqlx::Error> {
     let (_, _, _, matches) = list.documents.parts();
     let (table, alias) = (list.table, list.alias);
     let mut sql = Sql::new(&format!(
@@ -401,8 +442,12 @@ async fn collect(
             .bind(format!("'{}'", era_lexeme(shift, at)))
             .push(" AS tsquery)");
     }
-    sql.push(", ").bind(max + 1).push(&format!(
-        ")) SELECT (SELECT COUNT(*) FROM m) AS n, p.k, p.id FROM (SELECT 1) one \
+    sql.push(", ")
+        .bind(max + 1)
+        .push(")) SELECT (SELECT COUNT(*) FROM m) AS n, (SELECT COUNT(*) FROM m WHERE at <= ")
+        .bind(top);
+    sql.push(&format!(
+        ") AS below_top, p.k, p.id FROM (SELECT 1) one \
          LEFT JOIN LATERAL (SELECT c.at AS k, c.id AS id FROM \
          (SELECT * FROM m ORDER BY at DESC, id DESC) c CROSS JOIN LATERAL \
          (SELECT * FROM {table} x WHERE x.id = c.id OFFSET 0) {alias} WHERE 1 = 1"
@@ -411,9 +456,9 @@ async fn collect(
     page.push(&mut sql, "c.at", "c.id");
     sql.push(") p ON true ORDER BY p.k DESC, p.id DESC");
     let rows = sql.fetch_all(&mut *conn).await?;
-    let n = match rows.first() {
-        Some(r) => r.int("n")?,
-        None => 0,
+    let (matches, below_top) = match rows.first() {
+        Some(r) => (r.int("n")?, r.int("below_top")?),
+        None => (0, 0),
     };
     let mut page_rows = Vec::new();
     for r in &rows {
@@ -421,7 +466,11 @@ async fn collect(
             page_rows.push((k, id));
         }
     }
-    Ok((n, page_rows))
+    Ok(Collected {
+        matches,
+        below_top,
+        page_rows,
+    })
 }
 
 /// `rows` (each with its id in `id_of`) in the order of `ids`; ids without
@@ -665,18 +714,37 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
     fn the_rate_seen_chooses_the_level() {
         let all = ERA_SHIFTS.len();
         assert_eq!(Seen::default().level(100), all);
+        let era = |level: usize| 1i128 << ERA_SHIFTS[level];
         let mut seen = Seen::default();
-        seen.add(100, ERA_SHIFTS[4]);
+        seen.add(100, era(4));
         assert_eq!(seen.level(100), 4);
         // 1,700 in two eras of level 4: 53 in one of level 3.
-        seen.add(1600, ERA_SHIFTS[4]);
+        seen.add(1600, era(4));
         assert_eq!(seen.level(100), 3);
         let mut rare = Seen::default();
-        rare.add(1, ERA_SHIFTS[6]);
+        rare.add(1, era(6));
         assert_eq!(rare.level(100), all);
         let mut dense = Seen::default();
-        dense.add(1_000_000, ERA_SHIFTS[0]);
+        dense.add(1_000_000, era(0));
         assert_eq!(dense.level(100), 0);
+    }
+
+    /// The era a search starts in counts only up to where it started: 53
+    /// matches in its first sixth are a rate that puts about 100 in an era
+    /// of level 3, not 53 in one of level 4 (the search then read an era
+    /// of level 4 holding 349).
+    #[test]
+    fn the_first_era_is_seen_up_to_where_the_search_started() {
+        let shift = ERA_SHIFTS[4];
+        let start = 1_633i64 << shift;
+        let top = start + (1i64 << shift) / 6;
+        let span = span_below(shift, top - 5, top);
+        assert_eq!(span, (top - start + 1) as i128);
+        let mut seen = Seen::default();
+        seen.add(53, span);
+        assert_eq!(seen.level(100), 3);
+        // An era wholly below the start counts whole.
+        assert_eq!(span_below(shift, start - 1, top), 1i128 << shift);
     }
 
     /// A level that overflowed stays closed, with every coarser one, while
