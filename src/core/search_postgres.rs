@@ -15,8 +15,8 @@
 //!
 //! 1. **Walk**: the list itself, newest first,
 //!    [`SearchBounds::first_walk`] rows (the plain list's own statement
-//!    with a larger limit), each row's words checked by its key. A common
-//!    word fills the page here.
+//!    with a larger limit), each row's words checked by its key, stopping
+//!    once the page is full. A common word fills the page here.
 //! 2. **Collect by level**: the documents holding the words in the era of
 //!    the time the search has reached, at the level where the rate the
 //!    walk met them at (once, if it met none) would put about a quarter of
@@ -160,8 +160,8 @@ impl Found {
         }
     }
 
-    /// Walks up to `chunk` rows from where the search stands; false once
-    /// the list has ended.
+    /// Walks up to `chunk` rows from where the search stands, stopping
+    /// once the page is full; false once the list has ended.
     async fn walk(
         &mut self,
         conn: &mut AnyConnection,
@@ -169,13 +169,16 @@ impl Found {
         words: &[String],
         chunk: i64,
     ) -> Result<bool, sqlx::Error> {
-        let rows = walk(list, words, self.after.clone(), chunk)
+        let missing = (self.wanted - self.hits.len()) as i64;
+        let rows = walk(list, words, self.after.clone(), chunk, missing)
             .fetch_all(&mut *conn)
             .await?;
+        let mut chunk_walked = false;
         for r in &rows {
             let key = (r.int("k")?, r.text("id")?);
             self.first_at.get_or_insert(key.0);
             self.after = Some(key.clone());
+            chunk_walked = r.int("n")? == chunk;
             if r.int("hit")? == 1 {
                 self.hits.push(key);
                 if self.full() {
@@ -183,7 +186,7 @@ impl Found {
                 }
             }
         }
-        Ok(rows.len() as i64 == chunk)
+        Ok(chunk_walked)
     }
 }
 
@@ -378,19 +381,26 @@ fn rated_level(met: usize, found: &Found, page: &Page, room: i64) -> usize {
     level_for(met as i128, span, room, ERA_SHIFTS.len() - 1)
 }
 
-/// Step 1: `chunk` rows of the list after `after`, each with whether its
-/// document holds the words.
+/// Step 1: up to `chunk` rows of the list after `after`, each numbered
+/// (`n`) and with whether its document holds the words (`hit`); of them
+/// only the hits, the first and the last are returned, and the walk stops
+/// once `hits` are found: a common word's page is full before the chunk
+/// is walked, and the rows it did not need are never looked up.
 fn walk(
     list: &SearchedList<'_>,
     words: &[String],
     after: Option<(i64, String)>,
     chunk: i64,
+    hits: i64,
 ) -> Sql {
     let (docs, key, column, _) = list.documents.parts();
     let (table, alias, time_col) = (list.table, list.alias, list.time_col);
+    // The window's order is the walk's, so the rows stream through it in
+    // order (no sort) and stop at the outer limit.
     let mut sql = Sql::new(&format!(
-        "SELECT w.k, w.id, h.hit FROM (SELECT {time_col} AS k, {alias}.id AS id \
-         FROM {table} {alias} WHERE 1 = 1"
+        "SELECT r.k, r.id, r.hit, r.n FROM (SELECT w.k, w.id, h.hit, \
+         row_number() OVER (ORDER BY w.k DESC, w.id DESC) AS n \
+         FROM (SELECT {time_col} AS k, {alias}.id AS id FROM {table} {alias} WHERE 1 = 1"
     ));
     (list.filters)(&mut sql);
     Page {
@@ -403,7 +413,11 @@ fn walk(
          WHERE d.{key} = w.id AND d.{column} @@ "
     ));
     push_query(&mut sql, words);
-    sql.push(" LIMIT 1) x) h ORDER BY w.k DESC, w.id DESC");
+    sql.push(&format!(
+        " LIMIT 1) x) h) r WHERE r.hit = 1 OR r.n = 1 OR r.n = {chunk} \
+         ORDER BY r.k DESC, r.id DESC LIMIT "
+    ))
+    .bind(hits + 2);
     sql
 }
 
@@ -823,6 +837,67 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         );
         let walked = plan(&db, false, &labelled).await;
         assert!(walked.contains("threads_recent"), "{walked}");
+    }
+
+    /// A walk stops once its page is full: a word in every document looks
+    /// up the documents of the rows the page needs (and one more, read
+    /// ahead), not the whole chunk; a word in none looks up the chunk and
+    /// returns its first and last rows, which say where the walk was.
+    #[tokio::test]
+    async fn a_walk_stops_at_a_full_page() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        spread_store(&db).await;
+        let everything = |_: &mut Sql| {};
+        let list = SearchedList {
+            table: "threads",
+            alias: "t",
+            time_col: "t.last_message_at",
+            documents: Documents::Threads,
+            filters: &everything,
+            narrowed: false,
+        };
+        // The document lookups of a walk of 50 rows for 8 hits.
+        let lookups = |word: &str| {
+            let words = [word.to_string()];
+            let walk = walk(&list, &words, None, 50, 8);
+            let db = &db;
+            async move {
+                let mut tx = db.list_read(false).await.unwrap();
+                let explain = walk
+                    .prefixed("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ")
+                    .fetch_all(&mut *tx)
+                    .await
+                    .unwrap();
+                let rows = walk.fetch_all(&mut *tx).await.unwrap();
+                tx.rollback().await.unwrap();
+                let plan: Vec<String> = explain
+                    .iter()
+                    .map(|r| r.text("QUERY PLAN").unwrap())
+                    .collect();
+                // One aggregate per row looked up, whichever scan it runs.
+                let probe = plan
+                    .iter()
+                    .find(|l| l.contains("Aggregate"))
+                    .unwrap_or_else(|| panic!("{plan:#?}"));
+                let loops: i64 = probe
+                    .rsplit("loops=")
+                    .next()
+                    .and_then(|n| n.trim_end_matches(')').parse().ok())
+                    .unwrap_or_else(|| panic!("{probe}"));
+                let numbers: Vec<i64> = rows.iter().map(|r| r.int("n").unwrap()).collect();
+                (loops, numbers)
+            }
+        };
+        // Room for 8 hits and the first and last rows: 10, and the one
+        // the window reads ahead.
+        let (loops, numbers) = lookups("every").await;
+        assert_eq!(loops, 11);
+        assert_eq!(numbers, (1..=10).collect::<Vec<_>>());
+        let (loops, numbers) = lookups("nowhere").await;
+        assert_eq!(loops, 50);
+        assert_eq!(numbers, [1, 50]);
     }
 
     /// Whatever the bounds (so whichever levels a search collects at, goes

@@ -441,6 +441,12 @@ impl Sql {
         &self.text
     }
 
+    /// The same statement behind `prefix` (a test's `EXPLAIN`).
+    #[cfg(test)]
+    pub fn prefixed(&self, prefix: &str) -> Sql {
+        Sql::with(&format!("{prefix}{}", self.text), self.args.clone())
+    }
+
     fn arguments(&self) -> Result<AnyArguments<'_>, sqlx::Error> {
         let mut args = AnyArguments::default();
         // Borrowed: the driver copies each value once, into what it sends.
