@@ -27,10 +27,9 @@
 //!    closed until the search leaves that era). Once an era is used up,
 //!    one row of the walk says where the list goes on (so empty eras are
 //!    skipped and the end of the list is seen), and the rate of matches in
-//!    the eras collected so far (none counting as one) chooses the next
-//!    level: the whole store when they are so rare that even 16 of the
-//!    coarsest eras would hold few (a rare word: an era or a few, then
-//!    one statement). A word of any
+//!    the eras collected so far chooses the next level: the whole store
+//!    when they are so rare that even 16 of the coarsest eras would hold
+//!    few (a rare word: an era, then one statement). A word of any
 //!    frequency costs a few lookups and at most `collect_max` matches per
 //!    era, and no lookup reads a common word's whole posting list.
 //! 3. **Walk on**: only if even the finest era (about a second) holds more
@@ -308,20 +307,11 @@ impl Seen {
         self.span += span.max(1);
     }
 
-    /// The level for the rate seen, none counting as one (as the walk's
-    /// does): the whole store (`ERA_SHIFTS.len()`) once even an era 16
-    /// times the coarsest would hold `room` at that rate. None in a short
-    /// span says little: taken as none at all, a medium word not met in
-    /// the three hours of a store's newest era went to the whole store and
-    /// read 401 matches (3 ms at 1,000,000 messages) to learn it was not
-    /// rare.
+    /// The level for the rate seen; the whole store (`ERA_SHIFTS.len()`)
+    /// if even an era 16 times the coarsest would hold `room`, as for a
+    /// word met nowhere yet.
     fn level(&self, room: i64) -> usize {
-        level_for(
-            self.matches.max(1) as i128,
-            self.span,
-            room,
-            ERA_SHIFTS.len(),
-        )
+        level_for(self.matches as i128, self.span, room, ERA_SHIFTS.len())
     }
 }
 
@@ -732,18 +722,13 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             .collect()
     }
 
-    /// A rate that puts `room` in an era of a level: that level; more: a
-    /// finer one; none counts as one, so the whole store only once a long
-    /// span has held none.
+    /// No match seen yet: the whole store; a rate that puts `room` in an
+    /// era of a level: that level; more: a finer one.
     #[test]
     fn the_rate_seen_chooses_the_level() {
         let all = ERA_SHIFTS.len();
+        assert_eq!(Seen::default().level(100), all);
         let era = |level: usize| 1i128 << ERA_SHIFTS[level];
-        let mut unseen = Seen::default();
-        unseen.add(0, era(3));
-        assert_eq!(unseen.level(100), 4);
-        unseen.add(0, era(5) * 3);
-        assert_eq!(unseen.level(100), all);
         let mut seen = Seen::default();
         seen.add(100, era(4));
         assert_eq!(seen.level(100), 4);
