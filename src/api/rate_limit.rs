@@ -143,16 +143,38 @@ impl SharedRateLimiter {
                     return self.local.check(who, limit, now_secs);
                 }
             };
+        self.settle(who, limit, window, reset, lease)
+    }
+
+    /// Keeps what a lease for `window` gave and spends this call's part of
+    /// it. If the key's calls have moved on to a later window meanwhile
+    /// (the minute turned while this call waited), the lease is its own
+    /// window's: the call is decided by it, and the later window's block
+    /// is left alone.
+    fn settle(
+        &self,
+        who: &str,
+        limit: u32,
+        window: u64,
+        reset: u64,
+        lease: rate_windows::Lease,
+    ) -> Decision {
         {
             let mut slots = lock(&self.slots);
             let slot = slots
                 .entry(who.to_string())
                 .or_insert_with(|| Slot::new(window));
-            if slot.window == window {
-                slot.unspent += lease.granted;
-                slot.leased = slot.leased.max(lease.leased);
-                slot.spent |= lease.granted == 0;
+            if slot.window != window {
+                return Decision {
+                    allowed: lease.granted > 0,
+                    limit,
+                    remaining: limit.saturating_sub(lease.leased),
+                    reset,
+                };
             }
+            slot.unspent += lease.granted;
+            slot.leased = slot.leased.max(lease.leased);
+            slot.spent |= lease.granted == 0;
         }
         self.spend(who, limit, window, reset).unwrap_or(Decision {
             allowed: false,
@@ -169,7 +191,13 @@ impl SharedRateLimiter {
             slots.retain(|_, s| s.window == window);
         }
         let slot = slots.get_mut(who)?;
-        if slot.window != window {
+        if slot.window > window {
+            // A call of a window already over (it waited across the
+            // minute): the later window's block is not its to spend or
+            // reset; it leases in its own.
+            return None;
+        }
+        if slot.window < window {
             *slot = Slot::new(window);
         }
         if slot.unspent > 0 {
@@ -253,6 +281,41 @@ mod tests {
         assert_eq!(leased.int("leased").unwrap(), 100, "one block of 1 %");
         let last = limiter.check("key", 10_000, now).await;
         assert_eq!(last.remaining, 10_000 - 65);
+        temp.remove().await;
+    }
+
+    /// A call that waited across the minute is decided by its own window's
+    /// lease: the later window its key's calls have moved on to keeps its
+    /// block (before, the late call reset it to its own window, found
+    /// nothing there and was refused with 429 though its lease granted it:
+    /// 1 to 4 sends of 20,000 under load).
+    #[tokio::test]
+    async fn a_call_across_the_minute_keeps_its_lease() {
+        let temp = crate::store::tests::TempSqlite::new("rate-minute").await;
+        let limiter = SharedRateLimiter::new(temp.db.clone());
+        // The key's calls are in the window of minute 101 already.
+        assert!(limiter.check("key", 10_000, 6_060).await.allowed);
+        let unspent =
+            |l: &SharedRateLimiter| lock(&l.slots).get("key").map(|s| (s.window, s.unspent));
+        assert_eq!(unspent(&limiter), Some((101, 99)));
+        // A call of minute 100 whose lease comes back now.
+        let late = rate_windows::Lease {
+            granted: 100,
+            leased: 100,
+        };
+        let d = limiter.settle("key", 10_000, 100, 6_060, late);
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 10_000 - 100);
+        assert_eq!(unspent(&limiter), Some((101, 99)));
+        // A late call spends nothing of the later window's block either.
+        assert_eq!(limiter.spend("key", 10_000, 100, 6_060), None);
+        assert_eq!(unspent(&limiter), Some((101, 99)));
+        // One refused by its own window is refused.
+        let spent = rate_windows::Lease {
+            granted: 0,
+            leased: 10_000,
+        };
+        assert!(!limiter.settle("key", 10_000, 100, 6_060, spent).allowed);
         temp.remove().await;
     }
 
