@@ -18,8 +18,9 @@
 //!    with a larger limit), each row's words checked by its key, stopping
 //!    once the page is full. A common word fills the page here.
 //! 2. **Collect by level**: the documents holding the words in the era of
-//!    the time the search has reached, at the level where the rate the
-//!    walk met them at (once, if it met none) would put about a quarter of
+//!    the time the search has reached (and in the one before it, when less
+//!    than half of it is left: [`Eras`]), at the level where the rate the
+//!    walk met them at (two more than it met) would put about a quarter of
 //!    [`SearchBounds::collect_max`] matches in an era. An era holding at
 //!    most `collect_max` matches is collected: they are sorted by time,
 //!    joined to the list's rows until the page is full and filtered. More
@@ -28,8 +29,10 @@
 //!    one row of the walk says where the list goes on (so empty eras are
 //!    skipped and the end of the list is seen), and the rate of matches in
 //!    the eras collected so far chooses the next level: the whole store
-//!    when they are so rare that even 16 of the coarsest eras would hold
-//!    few (a rare word: an era, then one statement). A word of any
+//!    when that rate (none counted as one) would put at most three
+//!    quarters of `collect_max` in the time the documents span (their
+//!    oldest and newest, index probes read once per search), so a rare
+//!    word is an era or two, then one statement. A word of any
 //!    frequency costs a few lookups and at most `collect_max` matches per
 //!    era, and no lookup reads a common word's whole posting list.
 //! 3. **Walk on**: only if even the finest era (about a second) holds more
@@ -59,10 +62,59 @@ use crate::store::{Db, RowExt, Sql};
 /// changing them takes a migration that rebuilds the indexes.
 pub const ERA_SHIFTS: [u32; 7] = [20, 24, 28, 32, 36, 40, 44];
 
-/// The lexeme naming the era of `at` at the level of `shift`, as `ph_eras`
-/// writes it.
-fn era_lexeme(shift: u32, at: i64) -> String {
-    format!(" {shift}/{}", at >> shift)
+/// The eras one collection reads at one level: the era of the time the
+/// search has reached, and the one before it too when less than half of
+/// it is left below that time. A collection then never reads a sliver (a
+/// store's newest era, or the rest of an era the search reached near its
+/// start, held three hours of mail where the level was chosen for 19) and
+/// at most two eras' worth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Eras {
+    shift: u32,
+    /// The number of the newest era (`at >> shift`).
+    newest: i64,
+    /// 1 or 2.
+    count: i64,
+}
+
+impl Eras {
+    fn reached(shift: u32, at: i64) -> Eras {
+        let newest = at >> shift;
+        let left = at - (newest << shift);
+        let count = if left < (1i64 << shift) / 2 && newest > 0 {
+            2
+        } else {
+            1
+        };
+        Eras {
+            shift,
+            newest,
+            count,
+        }
+    }
+
+    /// The start of the oldest era.
+    fn start(self) -> i64 {
+        (self.newest - self.count + 1) << self.shift
+    }
+
+    /// The tsquery of the eras, as `ph_eras` names them.
+    fn query(self) -> String {
+        (0..self.count)
+            .map(|k| format!("' {}/{}'", self.shift, self.newest - k))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+
+    /// The time the eras cover at or below `top`, where the search started:
+    /// the era it started in is seen only below that (the newest era of a
+    /// store holds mail only up to its newest; taken whole, it made a word
+    /// look rarer than it is, and the next era collected held 349 matches
+    /// where 100 were wanted).
+    fn span_below(self, top: i64) -> i128 {
+        let end = ((self.newest as i128) + 1) << self.shift;
+        end.min(top as i128 + 1) - self.start() as i128
+    }
 }
 
 /// Where a list's words are.
@@ -82,6 +134,46 @@ impl Documents {
             Documents::Threads => ("thread_search", "thread_id", "doc", "ph_thread_matches"),
             Documents::Messages => ("messages", "id", "search", "ph_message_matches"),
         }
+    }
+
+    /// The times of the oldest and the newest documents (`oldest`,
+    /// `newest`), each an index probe at an end of a list's order: a
+    /// thread's `last_message_at`; a message's, as `ph_message_time` gives
+    /// it, from sent mail and received mail (drafts are left out: few, and
+    /// only an estimate is wanted).
+    fn ends(self) -> Sql {
+        let end = |order: &str, col: &str, table: &str, filter: &str, key: &str| {
+            format!(
+                "(SELECT {col} FROM {table} WHERE {filter} ORDER BY {col} {order}, {key} {order} LIMIT 1)"
+            )
+        };
+        let (oldest, newest) = match self {
+            Documents::Threads => {
+                let thread = |order| end(order, "last_message_at", "threads", "1 = 1", "id");
+                (thread("ASC"), thread("DESC"))
+            }
+            Documents::Messages => {
+                let both = |order, pick| {
+                    let sent = end(
+                        order,
+                        "created_at",
+                        "messages",
+                        "direction = 'outbound' AND is_draft = 0",
+                        "id",
+                    );
+                    let received = end(
+                        order,
+                        "received_at",
+                        "messages",
+                        "direction <> 'outbound' AND received_at IS NOT NULL",
+                        "id",
+                    );
+                    format!("{pick}({sent}, {received})")
+                };
+                (both("ASC", "LEAST"), both("DESC", "GREATEST"))
+            }
+        };
+        Sql::new(&format!("SELECT {oldest} AS oldest, {newest} AS newest"))
     }
 }
 
@@ -229,15 +321,16 @@ async fn search(
     }
     // An era is chosen to hold about a quarter of what may be collected.
     let room = (bounds.collect_max / 4).max(1);
-    // A word the walk did not meet starts as if it had met it once.
-    let mut level = rated_level(found.hits.len().max(1), &found, page, room);
+    let mut level = first_level(&found, page, room);
     let mut caps = Caps::default();
     let mut seen = Seen::default();
+    // The time the store's documents span, read once the first era is used up.
+    let mut store_span = None;
     // Where the search started: matches above it are in no span it has seen.
     let top = found.top(page).unwrap_or(i64::MAX);
     loop {
         let at = found.after.as_ref().map_or(i64::MAX, |(at, _)| *at);
-        let era = ERA_SHIFTS.get(level).map(|&shift| (shift, at));
+        let era = ERA_SHIFTS.get(level).map(|&shift| Eras::reached(shift, at));
         let Collected {
             matches,
             below_top,
@@ -267,22 +360,28 @@ async fn search(
             continue;
         }
         found.hits.extend(page_rows);
-        let Some((shift, at)) = era else {
+        let Some(eras) = era else {
             // Every match was collected.
             return Ok(found.hits);
         };
         if found.full() {
             return Ok(found.hits);
         }
-        seen.add(below_top, span_below(shift, at, top));
-        // The era is used up: go on below it, from the list's next row.
-        let era_start = (at >> shift) << shift;
+        seen.add(below_top, eras.span_below(top));
+        // The eras are used up: go on below them, from the list's next row.
+        let era_start = eras.start();
         found.after = Some((era_start, String::new()));
         if !found.walk(conn, list, words, 1).await? || found.full() {
             return Ok(found.hits);
         }
         let next = found.after.as_ref().map_or(era_start, |(at, _)| *at);
-        level = seen.level(room).min(caps.top(next));
+        let store = match store_span {
+            Some(span) => span,
+            None => *store_span.insert(documents_span(conn, list.documents, top).await?),
+        };
+        level = seen
+            .level(room, whole_room(bounds.collect_max), store)
+            .min(caps.top(next));
     }
     // Dense even within the finest era: walk on.
     while found
@@ -307,41 +406,53 @@ impl Seen {
         self.span += span.max(1);
     }
 
-    /// The level for the rate seen; the whole store (`ERA_SHIFTS.len()`)
-    /// if even an era 16 times the coarsest would hold `room`, as for a
-    /// word met nowhere yet.
-    fn level(&self, room: i64) -> usize {
-        level_for(self.matches as i128, self.span, room, ERA_SHIFTS.len())
+    /// The whole store (`ERA_SHIFTS.len()`) if the rate seen would put at
+    /// most `whole_room` matches in the `store` span its documents cover;
+    /// else the level whose era would hold about `room`. None seen counts
+    /// as one: a few hours without a match say little of a word (a word in
+    /// 1 % of the mail was taken for rare and its whole store collected,
+    /// 400 matches read for nothing), while a rare word's first eras
+    /// soon make its rate.
+    fn level(&self, room: i64, whole_room: i64, store: i128) -> usize {
+        let count = self.matches.max(1) as i128;
+        if count * store <= whole_room as i128 * self.span {
+            return ERA_SHIFTS.len();
+        }
+        level_for(count, self.span, room)
     }
 }
 
-/// The time of the era of `at` (at the level of `shift`) at or below
-/// `top`, where the search started: the era it started in is seen only
-/// below that (the newest era of a store holds mail only up to its newest;
-/// taken whole, it made a word look rarer than it is, and the next era
-/// collected held 349 matches where 100 were wanted).
-fn span_below(shift: u32, at: i64, top: i64) -> i128 {
-    let start = ((at >> shift) << shift) as i128;
-    let end = start + (1i128 << shift);
-    end.min(top as i128 + 1) - start
+/// The most matches the whole store is collected for, as the rate seen
+/// estimates them: three quarters of what may be collected (the rate of a
+/// few matches is rough, and the store is the last step, so it may take
+/// more than an era's quarter).
+fn whole_room(collect_max: i64) -> i64 {
+    (collect_max * 3 / 4).max(1)
 }
 
-/// The coarsest level up to `highest` (`ERA_SHIFTS.len()` being the whole
-/// store, counted as [`ALL_SHIFT`]) whose era would hold at most `room`
-/// matches if `count` were met in `span` microseconds; the finest if none.
-fn level_for(count: i128, span: i128, room: i64, highest: usize) -> usize {
-    (0..=highest)
-        .rev()
-        .find(|&level| {
-            let shift = ERA_SHIFTS.get(level).copied().unwrap_or(ALL_SHIFT);
-            count * (1i128 << shift) <= room as i128 * span.max(1)
-        })
+/// The time the documents span: from the oldest to the newest (or to
+/// `top`, where the search started, if later), at least 1.
+async fn documents_span(
+    conn: &mut AnyConnection,
+    documents: Documents,
+    top: i64,
+) -> Result<i128, sqlx::Error> {
+    let row = documents.ends().fetch_one(&mut *conn).await?;
+    let (Some(oldest), newest) = (row.opt_int("oldest")?, row.opt_int("newest")?) else {
+        return Ok(1);
+    };
+    let newest = newest.unwrap_or(top).max(top);
+    Ok((newest as i128 - oldest as i128).max(1))
+}
+
+/// The coarsest era level whose era would hold at most `room` matches if
+/// `count` were met in `span` microseconds; the finest if none.
+fn level_for(count: i128, span: i128, room: i64) -> usize {
+    ERA_SHIFTS
+        .iter()
+        .rposition(|&shift| count * (1i128 << shift) <= room as i128 * span.max(1))
         .unwrap_or(0)
 }
-
-/// The span the whole store counts as when a rate chooses it: 16 of the
-/// coarsest eras (about 9 years).
-const ALL_SHIFT: u32 = ERA_SHIFTS[ERA_SHIFTS.len() - 1] + 4;
 
 /// Where the search found more than `collect_max` matches: the era (or
 /// the whole store) holds no fewer below the cursor, so coarser levels
@@ -378,7 +489,16 @@ fn rated_level(met: usize, found: &Found, page: &Page, room: i64) -> usize {
         return ERA_SHIFTS.len() - 1;
     };
     let span = top as i128 - *bottom as i128;
-    level_for(met as i128, span, room, ERA_SHIFTS.len() - 1)
+    level_for(met as i128, span, room)
+}
+
+/// The level of the first collection, from the walk. Its rows are few and
+/// may be a part of the documents (received mail, one mailbox), so its
+/// rate is taken as two matches more than it met: a word in 10 % of the
+/// mail, met once in 50 received messages, was collected over 15 days of
+/// all mail (3 ms to learn there were more than 400).
+fn first_level(found: &Found, page: &Page, room: i64) -> usize {
+    rated_level(found.hits.len() + 2, found, page, room)
 }
 
 /// Step 1: up to `chunk` rows of the list after `after`, each numbered
@@ -440,7 +560,7 @@ async fn collect(
     conn: &mut AnyConnection,
     list: &SearchedList<'_>,
     words: &[String],
-    era: Option<(u32, i64)>,
+    era: Option<Eras>,
     top: i64,
     page: &Page,
     max: i64,
@@ -451,9 +571,9 @@ async fn collect(
         "WITH m AS MATERIALIZED (SELECT id, at FROM {matches}("
     ));
     push_query(&mut sql, words);
-    if let Some((shift, at)) = era {
+    if let Some(eras) = era {
         sql.push(" && CAST(")
-            .bind(format!("'{}'", era_lexeme(shift, at)))
+            .bind(eras.query())
             .push(" AS tsquery)");
     }
     sql.push(", ")
@@ -722,43 +842,98 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             .collect()
     }
 
-    /// No match seen yet: the whole store; a rate that puts `room` in an
-    /// era of a level: that level; more: a finer one.
+    /// A rate that would put at most 300 matches in the store's span: the
+    /// whole store; else the level whose era holds about `room`; none seen
+    /// counts as one.
     #[test]
     fn the_rate_seen_chooses_the_level() {
         let all = ERA_SHIFTS.len();
-        assert_eq!(Seen::default().level(100), all);
         let era = |level: usize| 1i128 << ERA_SHIFTS[level];
+        let year = 365 * 24 * 3_600_000_000i128;
         let mut seen = Seen::default();
         seen.add(100, era(4));
-        assert_eq!(seen.level(100), 4);
+        assert_eq!(seen.level(100, 300, year), 4);
         // 1,700 in two eras of level 4: 53 in one of level 3.
         seen.add(1600, era(4));
-        assert_eq!(seen.level(100), 3);
-        let mut rare = Seen::default();
-        rare.add(1, era(6));
-        assert_eq!(rare.level(100), all);
+        assert_eq!(seen.level(100, 300, year), 3);
         let mut dense = Seen::default();
         dense.add(1_000_000, era(0));
-        assert_eq!(dense.level(100), 0);
+        assert_eq!(dense.level(100, 300, year), 0);
+        // 9 in two weeks: 235 in a year, the whole store; in ten years, 2,350,
+        // so an era of level 5 (12.7 days, 8).
+        let mut rare = Seen::default();
+        rare.add(9, 14 * 24 * 3_600_000_000);
+        assert_eq!(rare.level(100, 300, year), all);
+        assert_eq!(rare.level(100, 300, 10 * year), 5);
+        // None in three hours is not taken for rare: as one, 2,920 in the
+        // year; an era of 300 hours at most (level 4, 19 hours).
+        let mut none = Seen::default();
+        none.add(0, 3 * 3_600_000_000);
+        assert_eq!(none.level(100, 300, year), 4);
+        // None in 40 days is: about 9 in the store at that rate.
+        let mut none = Seen::default();
+        none.add(0, 40 * 24 * 3_600_000_000);
+        assert_eq!(none.level(100, 300, year), all);
     }
 
-    /// The era a search starts in counts only up to where it started: 53
-    /// matches in its first sixth are a rate that puts about 100 in an era
-    /// of level 3, not 53 in one of level 4 (the search then read an era
-    /// of level 4 holding 349).
+    /// The era a search starts in counts only up to where it started: 90
+    /// matches in its first five sixths are a rate that puts 108 in an era
+    /// of level 4, so level 3, not 90 in one of level 4 (a search read the
+    /// next era of level 4 holding 349 so).
     #[test]
     fn the_first_era_is_seen_up_to_where_the_search_started() {
         let shift = ERA_SHIFTS[4];
+        let era = 1i64 << shift;
         let start = 1_633i64 << shift;
-        let top = start + (1i64 << shift) / 6;
-        let span = span_below(shift, top - 5, top);
-        assert_eq!(span, (top - start + 1) as i128);
+        let top = start + era * 5 / 6;
+        let eras = Eras::reached(shift, top - 5);
+        assert_eq!((eras.count, eras.start()), (1, start));
+        assert_eq!(eras.span_below(top), (top - start + 1) as i128);
         let mut seen = Seen::default();
-        seen.add(53, span);
-        assert_eq!(seen.level(100), 3);
+        seen.add(90, eras.span_below(top));
+        assert_eq!(seen.level(100, 300, 365 * 24 * 3_600_000_000), 3);
         // An era wholly below the start counts whole.
-        assert_eq!(span_below(shift, start - 1, top), 1i128 << shift);
+        assert_eq!(Eras::reached(shift, start - 1).span_below(top), era as i128);
+    }
+
+    /// The walk's rate is taken as two more matches than it met: once in
+    /// 4.5 hours is an era of level 4 (19 hours), not of level 5 (12.7
+    /// days, 68 at that rate but 400 or more at the rate of the mail
+    /// below).
+    #[test]
+    fn the_first_level_takes_the_walk_for_two_more() {
+        let top = 1_795_728_593_359_914i64;
+        let hour = 3_600_000_000i64;
+        let page = Page {
+            limit: 25,
+            after: None,
+        };
+        let mut found = Found {
+            hits: vec![(top - hour, "a".into())],
+            wanted: 26,
+            after: Some((top - hour * 9 / 2, "b".into())),
+            first_at: Some(top),
+        };
+        assert_eq!(first_level(&found, &page, 100), 4);
+        found.hits.clear();
+        assert_eq!(first_level(&found, &page, 100), 4);
+        assert_eq!(rated_level(1, &found, &page, 100), 5);
+    }
+
+    /// Less than half an era left below the time reached: the era before
+    /// it is read with it, and the two count up to where the search
+    /// started.
+    #[test]
+    fn a_sliver_of_an_era_is_read_with_the_era_before() {
+        let shift = ERA_SHIFTS[4];
+        let era = 1i64 << shift;
+        let start = 1_633i64 << shift;
+        let top = start + era / 6;
+        let eras = Eras::reached(shift, top - 5);
+        assert_eq!((eras.count, eras.start()), (2, start - era));
+        assert_eq!(eras.query(), "' 36/1633' | ' 36/1632'");
+        assert_eq!(eras.span_below(top), (top - start + era + 1) as i128);
+        assert_eq!(Eras::reached(shift, start + era / 2).count, 1);
     }
 
     /// A level that overflowed stays closed, with every coarser one, while
@@ -837,6 +1012,73 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         );
         let walked = plan(&db, false, &labelled).await;
         assert!(walked.contains("threads_recent"), "{walked}");
+    }
+
+    /// The documents' ends are index probes, narrowed or not, without
+    /// statistics (as here) or with: never a scan of every row and a sort.
+    #[tokio::test]
+    async fn the_documents_ends_are_index_probes() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        spread_store(&db).await;
+        // 3,000 messages, sent and received, a millisecond apart.
+        sqlx::raw_sql(
+            r#"
+INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder,
+    message_id, from_address, to_addresses, cc_addresses, bcc_addresses, subject, text_body,
+    html_body, search_body, headers, status, open_count, is_read, is_starred, has_attachments,
+    created_at, received_at)
+SELECT 'msg' || i, 'th' || lpad((i % 300 + 1)::text, 5, '0'), 'mb0', 'a@example.com',
+    'example.com', CASE WHEN i % 2 = 0 THEN 'outbound' ELSE 'inbound' END, 0, 'inbox',
+    '<' || i || '@example.com>', 'a@example.com', '', '', '', 's', 'words', '', 'words', '',
+    'sent', 0, 0, 0, 0, 1790000000000000 - i * 1000,
+    CASE WHEN i % 2 = 1 THEN 1790000000000000 - i * 1000 END
+FROM generate_series(1, 3000) i;
+"#,
+        )
+        .execute(db.writer())
+        .await
+        .unwrap();
+        for documents in [Documents::Threads, Documents::Messages] {
+            let statement = documents.ends().text().to_string();
+            for analyzed in [false, true] {
+                if analyzed {
+                    sqlx::raw_sql("ANALYZE threads; ANALYZE messages")
+                        .execute(db.writer())
+                        .await
+                        .unwrap();
+                }
+                for narrowed in [false, true] {
+                    let plan = plan(&db, narrowed, &statement).await;
+                    let scans: Vec<&str> = plan.lines().filter(|l| l.contains(" Scan")).collect();
+                    assert!(
+                        scans
+                            .iter()
+                            .all(|l| l.contains("Index") && !l.contains("Bitmap"))
+                            && scans.len() == plan.matches("Limit").count()
+                            && !plan.contains("Sort"),
+                        "{documents:?} analyzed={analyzed} narrowed={narrowed}\n{plan}"
+                    );
+                }
+            }
+        }
+        let mut tx = db.list_read(false).await.unwrap();
+        let span = documents_span(&mut tx, Documents::Threads, 0)
+            .await
+            .unwrap();
+        let messages = documents_span(&mut tx, Documents::Messages, 0)
+            .await
+            .unwrap();
+        tx.rollback().await.unwrap();
+        assert_eq!(messages, 2_999_000);
+        let ends =
+            Sql::new("SELECT MIN(last_message_at) AS lo, MAX(last_message_at) AS hi FROM threads")
+                .fetch_one(db.writer())
+                .await
+                .unwrap();
+        let (lo, hi) = (ends.int("lo").unwrap(), ends.int("hi").unwrap());
+        assert_eq!(span, (hi - lo) as i128);
     }
 
     /// A walk stops once its page is full: a word in every document looks
