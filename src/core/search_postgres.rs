@@ -26,8 +26,9 @@
 //!    joined to the list's rows until the page is full and filtered. More
 //!    than that, and the next finer level is asked (and coarser ones stay
 //!    closed until the search leaves that era). Once an era is used up,
-//!    one row of the walk says where the list goes on (so empty eras are
-//!    skipped and the end of the list is seen), and the rate of matches in
+//!    the list's next row below it, read with the collection, says where
+//!    the list goes on (so empty eras are skipped and the end of the list
+//!    is seen), and the rate of matches in
 //!    the eras collected so far chooses the next level: the whole store
 //!    when that rate (none counted as one) would put at most three
 //!    quarters of `collect_max` in the time the documents span (their
@@ -328,13 +329,15 @@ async fn search(
     let mut store_span = None;
     // Where the search started: matches above it are in no span it has seen.
     let top = found.top(page).unwrap_or(i64::MAX);
+    // The time of the list's row the search has reached.
+    let mut at = found.after.as_ref().map_or(i64::MAX, |(at, _)| *at);
     loop {
-        let at = found.after.as_ref().map_or(i64::MAX, |(at, _)| *at);
         let era = ERA_SHIFTS.get(level).map(|&shift| Eras::reached(shift, at));
         let Collected {
             matches,
             below_top,
             page_rows,
+            next_at,
         } = collect(
             conn,
             list,
@@ -368,20 +371,20 @@ async fn search(
             return Ok(found.hits);
         }
         seen.add(below_top, eras.span_below(top));
-        // The eras are used up: go on below them, from the list's next row.
-        let era_start = eras.start();
-        found.after = Some((era_start, String::new()));
-        if !found.walk(conn, list, words, 1).await? || found.full() {
+        // The eras are used up: go on at the list's next row below them (the
+        // eras between are empty), or stop where the list ends.
+        let Some(next) = next_at else {
             return Ok(found.hits);
-        }
-        let next = found.after.as_ref().map_or(era_start, |(at, _)| *at);
+        };
+        at = next;
+        found.after = Some((next.saturating_add(1), String::new()));
         let store = match store_span {
             Some(span) => span,
             None => *store_span.insert(documents_span(conn, list.documents, top).await?),
         };
         level = seen
             .level(room, whole_room(bounds.collect_max), store)
-            .min(caps.top(next));
+            .min(caps.top(at));
     }
     // Dense even within the finest era: walk on.
     while found
@@ -550,6 +553,9 @@ struct Collected {
     /// The rest of the page among them (only meaningful if `matches` is
     /// within `max`).
     page_rows: Vec<(i64, String)>,
+    /// The time of the list's first row below the eras collected (none if
+    /// the list ends there, or the whole store was collected).
+    next_at: Option<i64>,
 }
 
 /// Step 2: the documents holding the words (in the era of `at` at the
@@ -566,7 +572,7 @@ async fn collect(
     max: i64,
 ) -> Result<Collected, sqlx::Error> {
     let (_, _, _, matches) = list.documents.parts();
-    let (table, alias) = (list.table, list.alias);
+    let (table, alias, time_col) = (list.table, list.alias, list.time_col);
     let mut sql = Sql::new(&format!(
         "WITH m AS MATERIALIZED (SELECT id, at FROM {matches}("
     ));
@@ -580,8 +586,27 @@ async fn collect(
         .bind(max + 1)
         .push(")) SELECT (SELECT COUNT(*) FROM m) AS n, (SELECT COUNT(*) FROM m WHERE at <= ")
         .bind(top);
+    // Where the list goes on below the eras, read with them: a statement
+    // fewer per era.
+    match era {
+        Some(eras) => {
+            sql.push(&format!(
+                ") AS below_top, (SELECT {time_col} FROM {table} {alias} WHERE 1 = 1"
+            ));
+            (list.filters)(&mut sql);
+            Page {
+                limit: 0,
+                after: Some((eras.start(), String::new())),
+            }
+            .push(&mut sql, time_col, &format!("{alias}.id"));
+            sql.push(") AS next_at");
+        }
+        None => {
+            sql.push(") AS below_top, CAST(NULL AS BIGINT) AS next_at");
+        }
+    }
     sql.push(&format!(
-        ") AS below_top, p.k, p.id FROM (SELECT 1) one \
+        ", p.k, p.id FROM (SELECT 1) one \
          LEFT JOIN LATERAL (SELECT c.at AS k, c.id AS id FROM \
          (SELECT * FROM m ORDER BY at DESC, id DESC) c CROSS JOIN LATERAL \
          (SELECT * FROM {table} x WHERE x.id = c.id OFFSET 0) {alias} WHERE 1 = 1"
@@ -590,9 +615,9 @@ async fn collect(
     page.push(&mut sql, "c.at", "c.id");
     sql.push(") p ON true ORDER BY p.k DESC, p.id DESC");
     let rows = sql.fetch_all(&mut *conn).await?;
-    let (matches, below_top) = match rows.first() {
-        Some(r) => (r.int("n")?, r.int("below_top")?),
-        None => (0, 0),
+    let (matches, below_top, next_at) = match rows.first() {
+        Some(r) => (r.int("n")?, r.int("below_top")?, r.opt_int("next_at")?),
+        None => (0, 0, None),
     };
     let mut page_rows = Vec::new();
     for r in &rows {
@@ -604,6 +629,7 @@ async fn collect(
         matches,
         below_top,
         page_rows,
+        next_at,
     })
 }
 
