@@ -143,38 +143,36 @@ impl Documents {
     /// it, from sent mail and received mail (drafts are left out: few, and
     /// only an estimate is wanted).
     fn ends(self) -> Sql {
-        let end = |order: &str, col: &str, table: &str, filter: &str, key: &str| {
+        // The first row of a list's index, read in `order`.
+        let end = |order: &str, table: &str, col: &str, filter: &str| {
             format!(
-                "(SELECT {col} FROM {table} WHERE {filter} ORDER BY {col} {order}, {key} {order} LIMIT 1)"
+                "(SELECT {col} FROM {table} WHERE {filter} ORDER BY {col} {order}, id {order} LIMIT 1)"
             )
         };
-        let (oldest, newest) = match self {
-            Documents::Threads => {
-                let thread = |order| end(order, "last_message_at", "threads", "1 = 1", "id");
-                (thread("ASC"), thread("DESC"))
-            }
+        let end_at = |order: &str| match self {
+            Documents::Threads => end(order, "threads", "last_message_at", "1 = 1"),
             Documents::Messages => {
-                let both = |order, pick| {
-                    let sent = end(
-                        order,
-                        "created_at",
-                        "messages",
-                        "direction = 'outbound' AND is_draft = 0",
-                        "id",
-                    );
-                    let received = end(
-                        order,
-                        "received_at",
-                        "messages",
-                        "direction <> 'outbound' AND received_at IS NOT NULL",
-                        "id",
-                    );
-                    format!("{pick}({sent}, {received})")
-                };
-                (both("ASC", "LEAST"), both("DESC", "GREATEST"))
+                let sent = end(
+                    order,
+                    "messages",
+                    "created_at",
+                    "direction = 'outbound' AND is_draft = 0",
+                );
+                let received = end(
+                    order,
+                    "messages",
+                    "received_at",
+                    "direction <> 'outbound' AND received_at IS NOT NULL",
+                );
+                let pick = if order == "ASC" { "LEAST" } else { "GREATEST" };
+                format!("{pick}({sent}, {received})")
             }
         };
-        Sql::new(&format!("SELECT {oldest} AS oldest, {newest} AS newest"))
+        Sql::new(&format!(
+            "SELECT {} AS oldest, {} AS newest",
+            end_at("ASC"),
+            end_at("DESC")
+        ))
     }
 }
 
@@ -322,6 +320,7 @@ async fn search(
     }
     // An era is chosen to hold about a quarter of what may be collected.
     let room = (bounds.collect_max / 4).max(1);
+    let whole = whole_room(bounds.collect_max);
     let mut level = first_level(&found, page, room);
     let mut caps = Caps::default();
     let mut seen = Seen::default();
@@ -382,9 +381,7 @@ async fn search(
             Some(span) => span,
             None => *store_span.insert(documents_span(conn, list.documents, top).await?),
         };
-        level = seen
-            .level(room, whole_room(bounds.collect_max), store)
-            .min(caps.top(at));
+        level = seen.level(room, whole, store).min(caps.top(at));
     }
     // Dense even within the finest era: walk on.
     while found
@@ -558,10 +555,10 @@ struct Collected {
     next_at: Option<i64>,
 }
 
-/// Step 2: the documents holding the words (in the era of `at` at the
-/// level of `shift`, or all of them), up to `max + 1`: how many, how many
-/// at or below `top`, and the rest of the page among them, sorted by time
-/// and joined to the list's rows only until it is full.
+/// Step 2: the documents holding the words (in `era`, or all of them), up
+/// to `max + 1`: how many, how many at or below `top`, the rest of the
+/// page among them, sorted by time and joined to the list's rows only
+/// until it is full, and the time of the list's first row below the eras.
 async fn collect(
     conn: &mut AnyConnection,
     list: &SearchedList<'_>,
