@@ -27,7 +27,7 @@
 //!    the time the search has reached (and in the one before it, when less
 //!    than half of it is left: [`Eras`]), at the level where the rate the
 //!    walk met them at (two more than it met) would put about a quarter of
-//!    [`SearchBounds::collect_max`] matches in an era. An era holding at
+//!    [`SearchBounds::collect_max`] matches in what it reads. An era holding at
 //!    most `collect_max` matches is collected: they are sorted by time,
 //!    joined to the list's rows until the page is full and filtered. More
 //!    than that, and the next finer level is asked (and coarser ones stay
@@ -249,6 +249,12 @@ impl Found {
         page.after.as_ref().map(|(at, _)| *at).or(self.first_at)
     }
 
+    /// The time of the list's row the search has reached (the list's top
+    /// before any).
+    fn reached(&self) -> i64 {
+        self.after.as_ref().map_or(i64::MAX, |(at, _)| *at)
+    }
+
     /// The rest of the page, from where the search stands.
     fn rest(&self) -> Page {
         Page {
@@ -335,7 +341,7 @@ async fn search(
     // Where the search started: matches above it are in no span it has seen.
     let top = found.top(page).unwrap_or(i64::MAX);
     // The time of the list's row the search has reached.
-    let mut at = found.after.as_ref().map_or(i64::MAX, |(at, _)| *at);
+    let mut at = found.reached();
     loop {
         let era = ERA_SHIFTS.get(level).map(|&shift| Eras::reached(shift, at));
         let Collected {
@@ -414,7 +420,8 @@ impl Seen {
 
     /// The whole store (`ERA_SHIFTS.len()`) if the rate seen would put at
     /// most `whole_room` matches in the `store` span its documents cover;
-    /// else the level whose era would hold about `room`. None seen counts
+    /// else the level whose eras read at `at` would hold about `room`
+    /// ([`level_for`]). None seen counts
     /// as one: a few hours without a match say little of a word (a word in
     /// 1 % of the mail was taken for rare and its whole store collected,
     /// 400 matches read for nothing), while a rare word's first eras
@@ -494,9 +501,9 @@ impl Caps {
     }
 }
 
-/// The coarsest era level (not the whole store) whose era would hold
-/// about `room` matches if the words were met as often as `met` in the
-/// rows walked so far.
+/// The coarsest era level (not the whole store) whose eras read at `at`
+/// would hold about `room` matches if the words were met as often as `met`
+/// in the rows walked so far.
 fn rated_level(met: usize, found: &Found, page: &Page, room: i64, at: i64) -> usize {
     let (Some(top), Some((bottom, _))) = (found.top(page), found.after.as_ref()) else {
         return ERA_SHIFTS.len() - 1;
@@ -511,8 +518,7 @@ fn rated_level(met: usize, found: &Found, page: &Page, room: i64, at: i64) -> us
 /// mail, met once in 50 received messages, was collected over 15 days of
 /// all mail (3 ms to learn there were more than 400).
 fn first_level(found: &Found, page: &Page, room: i64) -> usize {
-    let at = found.after.as_ref().map_or(i64::MAX, |(at, _)| *at);
-    rated_level(found.hits.len() + 2, found, page, room, at)
+    rated_level(found.hits.len() + 2, found, page, room, found.reached())
 }
 
 /// Step 1: up to `chunk` rows of the list after `after`, each numbered
