@@ -15,6 +15,8 @@
 //! `--no-analyze` (PostgreSQL: measure right after the load, before any
 //! `VACUUM ANALYZE` of the benchmark's own),
 //! `--explain` (print the query plans of the measured list queries),
+//! `--samples DIR` (each figure's start and its latencies, in the order they
+//! ran, to a file of its own in DIR),
 //! `--db URL` (reuse a database kept by an earlier run with the same sizes and
 //! seed: nothing is loaded, the same plan is regenerated to pick ids and terms).
 //!
@@ -63,6 +65,7 @@ struct Args {
     no_analyze: bool,
     explain: bool,
     db: Option<String>,
+    samples: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -95,6 +98,7 @@ fn parse_args() -> Args {
         no_analyze: args.iter().any(|a| a == "--no-analyze"),
         explain: args.iter().any(|a| a == "--explain"),
         db: get("--db"),
+        samples: get("--samples"),
     }
 }
 
@@ -1495,6 +1499,8 @@ struct Client {
     base: String,
     key: String,
     budget: Duration,
+    /// Where each figure's timed requests are written, in the order they ran.
+    samples: Option<std::path::PathBuf>,
 }
 
 impl Client {
@@ -1554,6 +1560,8 @@ impl Client {
         }
         let t_start = Instant::now();
         let mut lat = Vec::with_capacity(n);
+        let wall_start = std::time::SystemTime::now();
+        let mut starts = Vec::with_capacity(n);
         let mut last = Json::Null;
         for k in 0..n {
             if k >= 5 && t_start.elapsed() > budget {
@@ -1570,10 +1578,14 @@ impl Client {
             let status = r.status();
             let body = r.bytes().await?;
             lat.push(t0.elapsed());
+            starts.push(t0 - t_start);
             anyhow::ensure!(status.is_success(), "GET {p} answered {status}");
             if k == 0 {
                 last = serde_json::from_slice(&body)?;
             }
+        }
+        if let Some(dir) = &self.samples {
+            write_samples(dir, name, wall_start, &starts, &lat)?;
         }
         lat.sort();
         let mean = lat.iter().map(|d| d.as_secs_f64()).sum::<f64>() / lat.len() as f64 * 1000.0;
@@ -1591,6 +1603,37 @@ impl Client {
             last,
         ))
     }
+}
+
+/// One figure's requests, a line each in the order they ran (its start, ms
+/// after the figure's, and its latency, ms), after the wall-clock time
+/// (Unix ms) the figure started, to `dir/<figure>.txt`: whether the slow
+/// ones come together or apart, and when.
+fn write_samples(
+    dir: &std::path::Path,
+    name: &str,
+    started: std::time::SystemTime,
+    starts: &[Duration],
+    lat: &[Duration],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let file: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let since_epoch = started
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut lines = format!("started {}\n", since_epoch.as_millis());
+    for (at, d) in starts.iter().zip(lat) {
+        lines.push_str(&format!(
+            "{:.3} {:.3}\n",
+            at.as_secs_f64() * 1000.0,
+            d.as_secs_f64() * 1000.0
+        ));
+    }
+    std::fs::write(dir.join(format!("{file}.txt")), lines)?;
+    Ok(())
 }
 
 fn print_stats(s: &Stats) {
@@ -1815,6 +1858,7 @@ async fn main() -> anyhow::Result<()> {
         base,
         key: created.key.clone(),
         budget: Duration::from_secs(args.budget_secs as u64),
+        samples: args.samples.as_ref().map(std::path::PathBuf::from),
     };
 
     // Domain and mailboxes through the API.
