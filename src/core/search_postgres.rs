@@ -869,6 +869,18 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             .unwrap();
     }
 
+    /// The list of threads, filtered by `filters`.
+    fn thread_list(filters: &(dyn Fn(&mut Sql) + Sync), narrowed: bool) -> SearchedList<'_> {
+        SearchedList {
+            table: "threads",
+            alias: "t",
+            time_col: "t.last_message_at",
+            documents: Documents::Threads,
+            filters,
+            narrowed,
+        }
+    }
+
     /// Every page of a search, as `page_ids` gives them.
     async fn searched(
         db: &Db,
@@ -1032,14 +1044,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
     #[test]
     fn a_search_collects_with_one_statement() {
         let everything = |_: &mut Sql| {};
-        let list = SearchedList {
-            table: "threads",
-            alias: "t",
-            time_col: "t.last_message_at",
-            documents: Documents::Threads,
-            filters: &everything,
-            narrowed: false,
-        };
+        let list = thread_list(&everything, false);
         let words = vec!["word".to_string()];
         let era = Some(Eras::reached(ERA_SHIFTS[3], 1 << 40));
         let found = |hits: usize| Found {
@@ -1221,14 +1226,7 @@ FROM generate_series(1, 3000) i;
         };
         spread_store(&db).await;
         let everything = |_: &mut Sql| {};
-        let list = SearchedList {
-            table: "threads",
-            alias: "t",
-            time_col: "t.last_message_at",
-            documents: Documents::Threads,
-            filters: &everything,
-            narrowed: false,
-        };
+        let list = thread_list(&everything, false);
         // The document lookups of a walk of 50 rows for 8 hits.
         let lookups = |word: &str| {
             let words = [word.to_string()];
@@ -1315,14 +1313,7 @@ FROM generate_series(1, 3000) i;
             (Some("mb1"), &one_mailbox, false),
             (Some("mb1"), &one_mailbox, true),
         ] {
-            let list = SearchedList {
-                table: "threads",
-                alias: "t",
-                time_col: "t.last_message_at",
-                documents: Documents::Threads,
-                filters,
-                narrowed,
-            };
+            let list = thread_list(filters, narrowed);
             for q in [
                 "every",
                 "half",
