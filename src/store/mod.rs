@@ -362,6 +362,13 @@ impl From<Option<&str>> for Value {
     }
 }
 
+/// How [`Db::list_read`] begins on PostgreSQL: a list walked in order, or
+/// (narrowed) read by an index of its own and sorted.
+const LIST_READ: &str = "BEGIN; SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; \
+     SET LOCAL jit = off; SET LOCAL max_parallel_workers_per_gather = 0";
+const LIST_READ_NARROWED: &str = "BEGIN; SET LOCAL enable_sort = on; SET LOCAL enable_bitmapscan = on; \
+     SET LOCAL jit = off; SET LOCAL max_parallel_workers_per_gather = 0";
+
 /// A statement under construction: text with `$n` placeholders and its values.
 #[derive(Debug, Clone, Default)]
 pub struct Sql {
@@ -869,21 +876,18 @@ impl Db {
         &self,
         narrowed: bool,
     ) -> Result<sqlx::Transaction<'static, Any>, sqlx::Error> {
-        let mut tx = self.reader.begin().await?;
-        if self.backend == Backend::Postgres {
-            let sorts = if narrowed { "on" } else { "off" };
-            Sql::new("SELECT set_config('enable_sort', ")
-                .bind(sorts)
-                .push(", true), set_config('enable_bitmapscan', ")
-                .bind(sorts)
-                .push(
-                    ", true), set_config('jit', 'off', true), \
-                       set_config('max_parallel_workers_per_gather', '0', true)",
-                )
-                .fetch_all(&mut *tx)
-                .await?;
+        if self.backend != Backend::Postgres {
+            return self.reader.begin().await;
         }
-        Ok(tx)
+        // The settings go with the BEGIN, in one simple query: a round trip
+        // fewer for every list page and search than a statement after it.
+        self.reader
+            .begin_with(if narrowed {
+                LIST_READ_NARROWED
+            } else {
+                LIST_READ
+            })
+            .await
     }
 
     /// The rows of a list's one statement, read as [`Db::list_read`] says
