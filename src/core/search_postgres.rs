@@ -363,12 +363,7 @@ async fn search(
             next_at,
         } = collect(
             conn,
-            list,
-            words,
-            era,
-            top,
-            &found.rest(),
-            bounds.collect_max,
+            collect_statement(list, words, era, top, &found.rest(), bounds.collect_max),
         )
         .await?;
         if matches > bounds.collect_max {
@@ -587,22 +582,9 @@ struct Collected {
     next_at: Option<i64>,
 }
 
-/// Step 2: the documents holding the words (in `era`, or all of them), up
-/// to `max + 1`: how many, how many at or below `top`, the rest of the
-/// page among them, sorted by time and joined to the list's rows only
-/// until it is full, and the time of the list's first row below the eras.
-async fn collect(
-    conn: &mut AnyConnection,
-    list: &SearchedList<'_>,
-    words: &[String],
-    era: Option<Eras>,
-    top: i64,
-    page: &Page,
-    max: i64,
-) -> Result<Collected, sqlx::Error> {
-    let rows = collect_statement(list, words, era, top, page, max)
-        .fetch_all(&mut *conn)
-        .await?;
+/// Step 2: runs a [`collect_statement`] and reads what it found.
+async fn collect(conn: &mut AnyConnection, statement: Sql) -> Result<Collected, sqlx::Error> {
+    let rows = statement.fetch_all(&mut *conn).await?;
     let (matches, below_top, next_at) = match rows.first() {
         Some(r) => (r.int("n")?, r.int("below_top")?, r.opt_int("next_at")?),
         None => (0, 0, None),
@@ -621,10 +603,13 @@ async fn collect(
     })
 }
 
-/// The statement of [`collect`]. Everything that changes from one
-/// collection of a search to the next is a bound value (the page's limit
-/// is the whole page's: [`Found::rest`]), so a list and page size have two
-/// texts (an era, or the whole store).
+/// The documents holding the words (in `era`, or all of them), up to
+/// `max + 1`: how many, how many at or below `top`, the page among them,
+/// sorted by time and joined to the list's rows only until it is full, and
+/// the time of the list's first row below the eras. Everything that
+/// changes from one collection of a search to the next is a bound value
+/// (the page's limit is the whole page's: [`Found::rest`]), so a list and
+/// page size have two texts (an era, or the whole store).
 fn collect_statement(
     list: &SearchedList<'_>,
     words: &[String],

@@ -362,13 +362,6 @@ impl From<Option<&str>> for Value {
     }
 }
 
-/// How [`Db::list_read`] begins on PostgreSQL: a list walked in order, or
-/// (narrowed) read by an index of its own and sorted.
-const LIST_READ: &str = "BEGIN; SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; \
-     SET LOCAL jit = off; SET LOCAL max_parallel_workers_per_gather = 0";
-const LIST_READ_NARROWED: &str = "BEGIN; SET LOCAL enable_sort = on; SET LOCAL enable_bitmapscan = on; \
-     SET LOCAL jit = off; SET LOCAL max_parallel_workers_per_gather = 0";
-
 /// A statement under construction: text with `$n` placeholders and its values.
 #[derive(Debug, Clone, Default)]
 pub struct Sql {
@@ -881,11 +874,22 @@ impl Db {
         }
         // The settings go with the BEGIN, in one simple query: a round trip
         // fewer for every list page and search than a statement after it.
+        macro_rules! begin_list_read {
+            ($sorts:literal) => {
+                concat!(
+                    "BEGIN; SET LOCAL enable_sort = ",
+                    $sorts,
+                    "; SET LOCAL enable_bitmapscan = ",
+                    $sorts,
+                    "; SET LOCAL jit = off; SET LOCAL max_parallel_workers_per_gather = 0"
+                )
+            };
+        }
         self.reader
             .begin_with(if narrowed {
-                LIST_READ_NARROWED
+                begin_list_read!("on")
             } else {
-                LIST_READ
+                begin_list_read!("off")
             })
             .await
     }
