@@ -38,8 +38,12 @@
 //!    the eras collected so far chooses the next level: the whole store
 //!    when that rate (none counted as one) would put at most three
 //!    quarters of `collect_max` in the time the documents span (their
-//!    oldest and newest, index probes read once per search), so a rare
-//!    word is an era or two, then one statement. A word of any
+//!    oldest and newest, index probes read with the first era collected),
+//!    so a rare word is an era or two, then the store. That last step
+//!    depends only on how many matches the eras hold, so an era's
+//!    statement also collects the whole store when they are few enough
+//!    (see [`collect_statement`]): a rare word's search is the walk and
+//!    two statements where it was four. A word of any
 //!    frequency costs a few lookups and at most `collect_max` matches per
 //!    era, and no lookup reads a common word's whole posting list.
 //! 3. **Walk on**: only if even the finest era (about a second) holds more
@@ -143,12 +147,12 @@ impl Documents {
         }
     }
 
-    /// The times of the oldest and the newest documents (`oldest`,
-    /// `newest`), each an index probe at an end of a list's order: a
-    /// thread's `last_message_at`; a message's, as `ph_message_time` gives
-    /// it, from sent mail and received mail (drafts are left out: few, and
-    /// only an estimate is wanted).
-    fn ends(self) -> Sql {
+    /// The times of the oldest and the newest documents, as the columns
+    /// `oldest` and `newest`, each an index probe at an end of a list's
+    /// order: a thread's `last_message_at`; a message's, as
+    /// `ph_message_time` gives it, from sent mail and received mail (drafts
+    /// are left out: few, and only an estimate is wanted).
+    fn ends(self) -> String {
         // The first row of a list's index, read in `order`.
         let end = |order: &str, table: &str, col: &str, filter: &str| {
             format!(
@@ -174,11 +178,7 @@ impl Documents {
                 format!("{pick}({sent}, {received})")
             }
         };
-        Sql::new(&format!(
-            "SELECT {} AS oldest, {} AS newest",
-            end_at("ASC"),
-            end_at("DESC")
-        ))
+        format!("{} AS oldest, {} AS newest", end_at("ASC"), end_at("DESC"))
     }
 }
 
@@ -348,7 +348,7 @@ async fn search(
     let mut level = first_level(&found, page, room);
     let mut caps = Caps::default();
     let mut seen = Seen::default();
-    // The time the store's documents span, read once the first era is used up.
+    // The time the store's documents span, read with the first era collected.
     let mut store_span = None;
     // Where the search started: matches above it are in no span it has seen.
     let top = found.top(page).unwrap_or(i64::MAX);
@@ -356,16 +356,35 @@ async fn search(
     let mut at = found.reached();
     loop {
         let era = ERA_SHIFTS.get(level).map(|&shift| Eras::reached(shift, at));
+        let ask = Ask {
+            era,
+            top,
+            max: bounds.collect_max,
+            with_ends: era.is_some() && store_span.is_none(),
+            whole_within: match (era, store_span) {
+                (Some(eras), Some(store)) if caps.is_empty() => {
+                    seen.whole_within(whole, store, eras.span_below(top))
+                }
+                _ => -1,
+            },
+        };
+        let statement = collect_statement(list, words, &found.rest(), ask);
         let Collected {
             matches,
             below_top,
             page_rows,
             next_at,
-        } = collect(
-            conn,
-            collect_statement(list, words, era, top, &found.rest(), bounds.collect_max),
-        )
-        .await?;
+            ends,
+            whole_matches,
+        } = collect(conn, statement, ask.with_ends).await?;
+        if let Some((oldest, newest)) = ends {
+            store_span = Some(documents_span(oldest, newest, top));
+        }
+        if whole_matches.is_some_and(|n| n <= bounds.collect_max) {
+            // The whole store came with the eras: the page is its.
+            found.take(page_rows);
+            return Ok(found.hits);
+        }
         if matches > bounds.collect_max {
             if level == 0 {
                 break;
@@ -396,11 +415,15 @@ async fn search(
         };
         at = next;
         found.after = Some((next.saturating_add(1), String::new()));
-        let store = match store_span {
-            Some(span) => span,
-            None => *store_span.insert(documents_span(conn, list.documents, top).await?),
-        };
-        level = seen.level(room, whole, store, at).min(caps.top(at));
+        level = if whole_matches.is_some() {
+            // The whole store, collected with the eras, held more than
+            // `collect_max`: as if it had overflowed in its own statement.
+            caps.add(ERA_SHIFTS.len(), at);
+            rated_level(1, &found, page, room, at)
+        } else {
+            seen.level(room, whole, store_span, at)
+        }
+        .min(caps.top(at));
     }
     // Dense even within the finest era: walk on.
     while found
@@ -426,19 +449,30 @@ impl Seen {
     }
 
     /// The whole store (`ERA_SHIFTS.len()`) if the rate seen would put at
-    /// most `whole_room` matches in the `store` span its documents cover;
+    /// most `whole_room` matches in the `store` span its documents cover
+    /// (read with the first era collected, so known here);
     /// else the level whose eras read at `at` would hold about `room`
     /// ([`level_for`]). None seen counts
     /// as one: a few hours without a match say little of a word (a word in
     /// 1 % of the mail was taken for rare and its whole store collected,
     /// 400 matches read for nothing), while a rare word's first eras
     /// soon make its rate.
-    fn level(&self, room: i64, whole_room: i64, store: i128, at: i64) -> usize {
+    fn level(&self, room: i64, whole_room: i64, store: Option<i128>, at: i64) -> usize {
         let count = self.matches.max(1) as i128;
-        if count * store <= whole_room as i128 * self.span {
+        if store.is_some_and(|store| count * store <= whole_room as i128 * self.span) {
             return ERA_SHIFTS.len();
         }
         level_for(count, self.span, room, at)
+    }
+
+    /// The most matches eras spanning `span` may add for [`Seen::level`]
+    /// to choose the whole store after them, or -1 if none would.
+    fn whole_within(&self, whole_room: i64, store: i128, span: i128) -> i64 {
+        let most = whole_room as i128 * (self.span + span.max(1)) / store.max(1);
+        if most < 1 {
+            return -1;
+        }
+        (most - self.matches as i128).clamp(-1, i64::MAX as i128) as i64
     }
 }
 
@@ -452,17 +486,12 @@ fn whole_room(collect_max: i64) -> i64 {
 
 /// The time the documents span: from the oldest to the newest (or to
 /// `top`, where the search started, if later), at least 1.
-async fn documents_span(
-    conn: &mut AnyConnection,
-    documents: Documents,
-    top: i64,
-) -> Result<i128, sqlx::Error> {
-    let row = documents.ends().fetch_one(&mut *conn).await?;
-    let (Some(oldest), newest) = (row.opt_int("oldest")?, row.opt_int("newest")?) else {
-        return Ok(1);
+fn documents_span(oldest: Option<i64>, newest: Option<i64>, top: i64) -> i128 {
+    let Some(oldest) = oldest else {
+        return 1;
     };
     let newest = newest.unwrap_or(top).max(top);
-    Ok((newest as i128 - oldest as i128).max(1))
+    (newest as i128 - oldest as i128).max(1)
 }
 
 /// The coarsest era level whose eras read at `at` (one, or two for a
@@ -488,6 +517,11 @@ fn level_for(count: i128, span: i128, room: i64, at: i64) -> usize {
 struct Caps(Vec<(usize, i64)>);
 
 impl Caps {
+    /// No level was ever found too full.
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     fn add(&mut self, level: usize, at: i64) {
         let era = ERA_SHIFTS.get(level).map_or(0, |&shift| at >> shift);
         self.0.push((level, era));
@@ -580,14 +614,34 @@ struct Collected {
     /// The time of the list's first row below the eras collected (none if
     /// the list ends there, or the whole store was collected).
     next_at: Option<i64>,
+    /// The times of the oldest and newest documents, if asked for.
+    ends: Option<(Option<i64>, Option<i64>)>,
+    /// The matches in the whole store (up to `max + 1`), if it was
+    /// collected with the eras (then `page_rows` are its, unless more
+    /// than `max`).
+    whole_matches: Option<i64>,
 }
 
-/// Step 2: runs a [`collect_statement`] and reads what it found.
-async fn collect(conn: &mut AnyConnection, statement: Sql) -> Result<Collected, sqlx::Error> {
+/// Step 2: runs a [`collect_statement`] (asked for the documents' ends
+/// or not) and reads what it found.
+async fn collect(
+    conn: &mut AnyConnection,
+    statement: Sql,
+    with_ends: bool,
+) -> Result<Collected, sqlx::Error> {
     let rows = statement.fetch_all(&mut *conn).await?;
-    let (matches, below_top, next_at) = match rows.first() {
-        Some(r) => (r.int("n")?, r.int("below_top")?, r.opt_int("next_at")?),
-        None => (0, 0, None),
+    let (matches, below_top, next_at, ends, whole_matches) = match rows.first() {
+        Some(r) => (
+            r.int("n")?,
+            r.int("below_top")?,
+            r.opt_int("next_at")?,
+            match with_ends {
+                true => Some((r.opt_int("oldest")?, r.opt_int("newest")?)),
+                false => None,
+            },
+            r.opt_int("whole_n")?,
+        ),
+        None => (0, 0, None, None, None),
     };
     let mut page_rows = Vec::new();
     for r in &rows {
@@ -600,45 +654,75 @@ async fn collect(conn: &mut AnyConnection, statement: Sql) -> Result<Collected, 
         below_top,
         page_rows,
         next_at,
+        ends,
+        whole_matches,
     })
 }
 
-/// The documents holding the words (in `era`, or all of them), up to
-/// `max + 1`: how many, how many at or below `top`, the page among them,
-/// sorted by time and joined to the list's rows only until it is full, and
-/// the time of the list's first row below the eras. Everything that
-/// changes from one collection of a search to the next is a bound value
-/// (the page's limit is the whole page's: [`Found::rest`]), so a list and
-/// page size have two texts (an era, or the whole store).
-fn collect_statement(
-    list: &SearchedList<'_>,
-    words: &[String],
+/// What one collection asks for, besides the list, the words and the page.
+#[derive(Debug, Clone, Copy)]
+struct Ask {
+    /// The eras collected; none: the whole store.
     era: Option<Eras>,
+    /// Where the search started ([`Found::top`]).
     top: i64,
-    page: &Page,
+    /// The most matches collected ([`SearchBounds::collect_max`]).
     max: i64,
-) -> Sql {
+    /// Read the documents' ends too ([`Documents::ends`]).
+    with_ends: bool,
+    /// The most matches at or below `top` the eras may hold for the whole
+    /// store to be collected next ([`Seen::whole_within`]), -1 for never;
+    /// if they hold no more, it is collected in the same statement.
+    whole_within: i64,
+}
+
+/// The documents holding the words (in the eras asked, or all of them), up
+/// to `max + 1`: how many, how many at or below `top`, the page among
+/// them, sorted by time and joined to the list's rows only until it is
+/// full, and the time of the list's first row below the eras, and with
+/// `with_ends` the times of the oldest and newest documents (the first
+/// era collected reads them for the next level's rate, a round trip fewer
+/// than a statement of their own).
+///
+/// The step after eras used up is often the whole store (a rare word: an
+/// era or two, then everything), and whether it is depends only on how
+/// many matches the eras hold. So when the rule could choose it, the
+/// statement takes its answer as a bound (`whole_within`) and, if the
+/// eras hold no more, collects the whole store too (PostgreSQL reads it
+/// only then: a one-time filter): its page is the page (the eras' matches
+/// are its newest below the cursor), a round trip and a statement fewer.
+/// Past `max`, the eras' page is kept and the search goes on as if the
+/// store had been asked for in a statement of its own.
+///
+/// Everything that changes from one collection of a search to the next is
+/// a bound value (the page's limit is the whole page's: [`Found::rest`]),
+/// so a list and page size have four texts (eras, the first eras, eras
+/// the store may come with, the whole store).
+fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask: Ask) -> Sql {
     let (_, _, _, matches) = list.documents.parts();
     let (table, alias, time_col) = (list.table, list.alias, list.time_col);
-    let mut sql = Sql::new(&format!(
-        "WITH m AS MATERIALIZED (SELECT id, at FROM {matches}("
-    ));
-    push_query(&mut sql, words);
-    if let Some(eras) = era {
-        sql.push(" && CAST(")
-            .bind(eras.query())
-            .push(" AS tsquery)");
-    }
-    sql.push(", ")
-        .bind(max + 1)
-        .push(")) SELECT (SELECT COUNT(*) FROM m) AS n, (SELECT COUNT(*) FROM m WHERE at <= ")
-        .bind(top);
+    // The matches of the words, in `eras` or everywhere.
+    let push_matches = |sql: &mut Sql, eras: Option<Eras>| {
+        sql.push(&format!("SELECT id, at FROM {matches}("));
+        push_query(sql, words);
+        if let Some(eras) = eras {
+            sql.push(" && CAST(")
+                .bind(eras.query())
+                .push(" AS tsquery)");
+        }
+        sql.push(", ").bind(ask.max + 1).push(")");
+    };
+    let mut sql = Sql::new("WITH m AS MATERIALIZED (");
+    push_matches(&mut sql, ask.era);
+    sql.push("), e AS MATERIALIZED (SELECT (SELECT COUNT(*) FROM m) AS n, (SELECT COUNT(*) FROM m WHERE at <= ")
+        .bind(ask.top)
+        .push(") AS below_top, ");
     // Where the list goes on below the eras, read with them: a statement
     // fewer per era.
-    match era {
+    match ask.era {
         Some(eras) => {
             sql.push(&format!(
-                ") AS below_top, (SELECT {time_col} FROM {table} {alias} WHERE 1 = 1"
+                "(SELECT {time_col} FROM {table} {alias} WHERE 1 = 1"
             ));
             (list.filters)(&mut sql);
             Page {
@@ -646,16 +730,42 @@ fn collect_statement(
                 after: Some((eras.start(), String::new())),
             }
             .push(&mut sql, time_col, &format!("{alias}.id"));
-            sql.push(") AS next_at");
+            sql.push(")");
         }
         None => {
-            sql.push(") AS below_top, CAST(NULL AS BIGINT) AS next_at");
+            sql.push("CAST(NULL AS BIGINT)");
         }
     }
+    sql.push(" AS next_at)");
+    let (source, whole_n) = if ask.era.is_some() && ask.whole_within >= 0 {
+        sql.push(", g AS MATERIALIZED (SELECT e.n <= ")
+            .bind(ask.max)
+            .push(" AND e.below_top <= ")
+            .bind(ask.whole_within)
+            .push(" AS go FROM e), w AS MATERIALIZED (SELECT * FROM (");
+        push_matches(&mut sql, None);
+        sql.push(") s WHERE (SELECT go FROM g)), u AS MATERIALIZED (SELECT (SELECT go FROM g) AND (SELECT COUNT(*) FROM w) <= ")
+            .bind(ask.max)
+            .push(" AS whole)");
+        (
+            "(SELECT * FROM w WHERE (SELECT whole FROM u) \
+             UNION ALL SELECT * FROM m WHERE NOT (SELECT whole FROM u)) s",
+            "CASE WHEN (SELECT go FROM g) THEN (SELECT COUNT(*) FROM w) END",
+        )
+    } else {
+        ("m", "CAST(NULL AS BIGINT)")
+    };
     sql.push(&format!(
-        ", p.k, p.id FROM (SELECT 1) one \
-         LEFT JOIN LATERAL (SELECT c.at AS k, c.id AS id FROM \
-         (SELECT * FROM m ORDER BY at DESC, id DESC) c CROSS JOIN LATERAL \
+        " SELECT e.n AS n, e.below_top AS below_top, e.next_at AS next_at, {whole_n} AS whole_n"
+    ));
+    if ask.with_ends {
+        sql.push(&format!(", {}", list.documents.ends()));
+    }
+    // The page among the matches, newest first, each joined to its row of
+    // the list (by key, never a scan) until it is full.
+    sql.push(&format!(
+        ", p.k, p.id FROM e LEFT JOIN LATERAL (SELECT c.at AS k, c.id AS id FROM \
+         (SELECT * FROM {source} ORDER BY at DESC, id DESC) c CROSS JOIN LATERAL \
          (SELECT * FROM {table} x WHERE x.id = c.id OFFSET 0) {alias} WHERE 1 = 1"
     ));
     (list.filters)(&mut sql);
@@ -918,7 +1028,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
     fn the_rate_seen_chooses_the_level() {
         let all = ERA_SHIFTS.len();
         let era = |level: usize| 1i128 << ERA_SHIFTS[level];
-        let year = 365 * 24 * 3_600_000_000i128;
+        let year = Some(365 * 24 * 3_600_000_000i128);
         // The end of an era at every level: no sliver read with the one before.
         let at = (1i64 << 50) - 1;
         let mut seen = Seen::default();
@@ -935,7 +1045,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         let mut rare = Seen::default();
         rare.add(9, 14 * 24 * 3_600_000_000);
         assert_eq!(rare.level(100, 300, year, at), all);
-        assert_eq!(rare.level(100, 300, 10 * year, at), 5);
+        assert_eq!(rare.level(100, 300, year.map(|y| 10 * y), at), 5);
         // None in three hours is not taken for rare: as one, 2,920 in the
         // year; an era of 300 hours at most (level 4, 19 hours).
         let mut none = Seen::default();
@@ -945,6 +1055,8 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         let mut none = Seen::default();
         none.add(0, 40 * 24 * 3_600_000_000);
         assert_eq!(none.level(100, 300, year, at), all);
+        // Not with the store's span unknown.
+        assert_eq!(none.level(100, 300, None, at), all - 1);
     }
 
     /// The era a search starts in counts only up to where it started: 90
@@ -962,7 +1074,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         assert_eq!(eras.span_below(top), (top - start + 1) as i128);
         let mut seen = Seen::default();
         seen.add(90, eras.span_below(top));
-        assert_eq!(seen.level(100, 300, 365 * 24 * 3_600_000_000, top), 3);
+        assert_eq!(seen.level(100, 300, Some(365 * 24 * 3_600_000_000), top), 3);
         // An era wholly below the start counts whole.
         assert_eq!(Eras::reached(shift, start - 1).span_below(top), era as i128);
     }
@@ -1015,7 +1127,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
     #[test]
     fn a_level_is_rated_for_the_eras_it_reads() {
         let era = |level: usize| 1i64 << ERA_SHIFTS[level];
-        let year = 365 * 24 * 3_600_000_000i128;
+        let year = Some(365 * 24 * 3_600_000_000i128);
         let mut seen = Seen::default();
         seen.add(5, era(4) as i128);
         let start = 1_633 * era(5);
@@ -1041,7 +1153,14 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             first_at: Some(1000),
         };
         let text = |hits: usize| {
-            collect_statement(&list, &words, era, 1000, &found(hits).rest(), 400)
+            let ask = Ask {
+                era,
+                top: 1000,
+                max: 400,
+                with_ends: false,
+                whole_within: -1,
+            };
+            collect_statement(&list, &words, &found(hits).rest(), ask)
                 .text()
                 .to_string()
         };
@@ -1160,7 +1279,7 @@ FROM generate_series(1, 3000) i;
         .await
         .unwrap();
         for documents in [Documents::Threads, Documents::Messages] {
-            let statement = documents.ends().text().to_string();
+            let statement = format!("SELECT {}", documents.ends());
             for analyzed in [false, true] {
                 if analyzed {
                     sqlx::raw_sql("ANALYZE threads; ANALYZE messages")
@@ -1182,13 +1301,42 @@ FROM generate_series(1, 3000) i;
                 }
             }
         }
+        // The first era collected reads them.
+        let everything = |_: &mut Sql| {};
+        let threads = thread_list(&everything, false);
+        let messages = SearchedList {
+            table: "messages",
+            alias: "m",
+            time_col: "m.created_at",
+            documents: Documents::Messages,
+            filters: &everything,
+            narrowed: false,
+        };
+        let words = vec!["words".to_string()];
+        let era = Some(Eras::reached(ERA_SHIFTS[0], 1_790_000_000_000_000));
+        let page = Page {
+            limit: 25,
+            after: None,
+        };
         let mut tx = db.list_read(false).await.unwrap();
-        let span = documents_span(&mut tx, Documents::Threads, 0)
-            .await
-            .unwrap();
-        let messages = documents_span(&mut tx, Documents::Messages, 0)
-            .await
-            .unwrap();
+        let mut span_of = async |list: &SearchedList<'_>| {
+            let ask = Ask {
+                era,
+                top: 0,
+                max: 400,
+                with_ends: true,
+                whole_within: -1,
+            };
+            let statement = collect_statement(list, &words, &page, ask);
+            let (oldest, newest) = collect(&mut tx, statement, true)
+                .await
+                .unwrap()
+                .ends
+                .unwrap();
+            documents_span(oldest, newest, 0)
+        };
+        let span = span_of(&threads).await;
+        let messages = span_of(&messages).await;
         tx.rollback().await.unwrap();
         assert_eq!(messages, 2_999_000);
         let ends =
@@ -1252,6 +1400,89 @@ FROM generate_series(1, 3000) i;
         let (loops, numbers) = lookups("nowhere").await;
         assert_eq!(loops, 50);
         assert_eq!(numbers, [1, 50]);
+    }
+
+    /// `whole_within` is `Seen::level`'s rule: an era holding that many
+    /// matches more is followed by the whole store, one more is not.
+    #[test]
+    fn the_whole_store_follows_eras_holding_at_most_whole_within() {
+        let at = (1i64 << 50) - 1;
+        let day = 24 * 3_600_000_000i128;
+        for (matches, span) in [(0, 1), (0, day), (3, 20 * day), (40, 30 * day)] {
+            for store in [1, day, 365 * day, 3650 * day] {
+                for era_span in [1, day / 24, 13 * day, 200 * day] {
+                    let mut seen = Seen::default();
+                    seen.add(matches, span);
+                    let within = seen.whole_within(300, store, era_span);
+                    let level_after = |held: i64| {
+                        let mut after = Seen::default();
+                        after.add(matches, span);
+                        after.add(held, era_span);
+                        after.level(100, 300, Some(store), at)
+                    };
+                    let case = format!("{matches} in {span}, store {store}, era {era_span}");
+                    if within >= 0 {
+                        assert_eq!(level_after(within), ERA_SHIFTS.len(), "{case}");
+                    }
+                    assert!(level_after(within + 1) < ERA_SHIFTS.len(), "{case}");
+                }
+            }
+        }
+    }
+
+    /// An era collection asked to collect the whole store when the era
+    /// holds at most `whole_within` matches does so in the same statement:
+    /// its page is then the store's; if the store holds more than `max`,
+    /// the era's page is kept and the count says so; asked for never, the
+    /// store is not read.
+    #[tokio::test]
+    async fn the_whole_store_comes_with_an_era_that_meets_its_rule() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        spread_store(&db).await;
+        let everything = |_: &mut Sql| {};
+        let list = thread_list(&everything, false);
+        let page = Page {
+            limit: 25,
+            after: None,
+        };
+        // The era of the newest third of the store's threads (the ones 50 ms
+        // apart), at the finest level: a few of each word, none "rare".
+        let newest = 1_790_000_000_000_000 + 49 * 1000;
+        let era = Some(Eras::reached(ERA_SHIFTS[0], newest));
+        let run = async |word: &str, whole_within: i64, max: i64| {
+            let ask = Ask {
+                era,
+                top: newest,
+                max,
+                with_ends: false,
+                whole_within,
+            };
+            let words = vec![word.to_string()];
+            let mut tx = db.list_read(false).await.unwrap();
+            let got = collect(&mut tx, collect_statement(&list, &words, &page, ask), false)
+                .await
+                .unwrap();
+            tx.rollback().await.unwrap();
+            let ids: Vec<String> = got.page_rows.into_iter().map(|(_, id)| id).collect();
+            (got.matches, got.whole_matches, ids)
+        };
+        let rare = sorted(&db, "rare", None).await;
+        assert_eq!(rare.len(), 3);
+        let (in_era, whole, ids) = run("rare", 10, 400).await;
+        assert!(in_era < 3);
+        assert_eq!(whole, Some(3));
+        assert_eq!(ids, rare);
+        let (in_era, whole, ids) = run("rare", -1, 400).await;
+        assert_eq!((whole, ids.len() as i64), (None, in_era));
+        // More than `max` in the store: the era's page, the store's count.
+        let (in_era, whole, ids) = run("tenth", 10, 20).await;
+        assert_eq!(whole, Some(21));
+        assert_eq!(ids.len() as i64, in_era);
+        // Eras holding more than `whole_within`: not read.
+        let (_, whole, _) = run("tenth", in_era - 1, 400).await;
+        assert_eq!(whole, None);
     }
 
     /// Whatever the bounds (so whichever levels a search collects at, goes
