@@ -368,18 +368,15 @@ async fn search(
                 _ => -1,
             },
         };
-        let statement = collect_statement(list, words, &found.rest(), ask);
         let Collected {
             matches,
             below_top,
             page_rows,
             next_at,
-            ends,
+            span,
             whole_matches,
-        } = collect(conn, statement, ask.with_ends).await?;
-        if let Some((oldest, newest)) = ends {
-            store_span = Some(documents_span(oldest, newest, top));
-        }
+        } = collect(conn, list, words, &found.rest(), ask).await?;
+        store_span = store_span.or(span);
         if whole_matches.is_some_and(|n| n <= bounds.collect_max) {
             // The whole store came with the eras: the page is its.
             found.take(page_rows);
@@ -614,29 +611,38 @@ struct Collected {
     /// The time of the list's first row below the eras collected (none if
     /// the list ends there, or the whole store was collected).
     next_at: Option<i64>,
-    /// The times of the oldest and newest documents, if asked for.
-    ends: Option<(Option<i64>, Option<i64>)>,
+    /// The time the documents span ([`documents_span`]), if their ends
+    /// were asked for.
+    span: Option<i128>,
     /// The matches in the whole store (up to `max + 1`), if it was
     /// collected with the eras (then `page_rows` are its, unless more
     /// than `max`).
     whole_matches: Option<i64>,
 }
 
-/// Step 2: runs a [`collect_statement`] (asked for the documents' ends
-/// or not) and reads what it found.
+/// Step 2: runs the [`collect_statement`] of `ask` and reads what it
+/// found.
 async fn collect(
     conn: &mut AnyConnection,
-    statement: Sql,
-    with_ends: bool,
+    list: &SearchedList<'_>,
+    words: &[String],
+    page: &Page,
+    ask: Ask,
 ) -> Result<Collected, sqlx::Error> {
-    let rows = statement.fetch_all(&mut *conn).await?;
-    let (matches, below_top, next_at, ends, whole_matches) = match rows.first() {
+    let rows = collect_statement(list, words, page, ask)
+        .fetch_all(&mut *conn)
+        .await?;
+    let (matches, below_top, next_at, span, whole_matches) = match rows.first() {
         Some(r) => (
             r.int("n")?,
             r.int("below_top")?,
             r.opt_int("next_at")?,
-            match with_ends {
-                true => Some((r.opt_int("oldest")?, r.opt_int("newest")?)),
+            match ask.with_ends {
+                true => Some(documents_span(
+                    r.opt_int("oldest")?,
+                    r.opt_int("newest")?,
+                    ask.top,
+                )),
                 false => None,
             },
             r.opt_int("whole_n")?,
@@ -654,7 +660,7 @@ async fn collect(
         below_top,
         page_rows,
         next_at,
-        ends,
+        span,
         whole_matches,
     })
 }
@@ -976,6 +982,18 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         }
     }
 
+    /// A collection of `era` from `top` that neither reads the documents'
+    /// ends nor collects the whole store with the era.
+    fn ask(era: Option<Eras>, top: i64, max: i64) -> Ask {
+        Ask {
+            era,
+            top,
+            max,
+            with_ends: false,
+            whole_within: -1,
+        }
+    }
+
     /// Every page of a search, as `page_ids` gives them.
     async fn searched(
         db: &Db,
@@ -1153,14 +1171,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             first_at: Some(1000),
         };
         let text = |hits: usize| {
-            let ask = Ask {
-                era,
-                top: 1000,
-                max: 400,
-                with_ends: false,
-                whole_within: -1,
-            };
-            collect_statement(&list, &words, &found(hits).rest(), ask)
+            collect_statement(&list, &words, &found(hits).rest(), ask(era, 1000, 400))
                 .text()
                 .to_string()
         };
@@ -1320,20 +1331,12 @@ FROM generate_series(1, 3000) i;
         };
         let mut tx = db.list_read(false).await.unwrap();
         let mut span_of = async |list: &SearchedList<'_>| {
-            let ask = Ask {
-                era,
-                top: 0,
-                max: 400,
+            let ends = Ask {
                 with_ends: true,
-                whole_within: -1,
+                ..ask(era, 0, 400)
             };
-            let statement = collect_statement(list, &words, &page, ask);
-            let (oldest, newest) = collect(&mut tx, statement, true)
-                .await
-                .unwrap()
-                .ends
-                .unwrap();
-            documents_span(oldest, newest, 0)
+            let collected = collect(&mut tx, list, &words, &page, ends).await.unwrap();
+            collected.span.unwrap()
         };
         let span = span_of(&threads).await;
         let messages = span_of(&messages).await;
@@ -1452,16 +1455,13 @@ FROM generate_series(1, 3000) i;
         let newest = 1_790_000_000_000_000 + 49 * 1000;
         let era = Some(Eras::reached(ERA_SHIFTS[0], newest));
         let run = async |word: &str, whole_within: i64, max: i64| {
-            let ask = Ask {
-                era,
-                top: newest,
-                max,
-                with_ends: false,
+            let with_store = Ask {
                 whole_within,
+                ..ask(era, newest, max)
             };
             let words = vec![word.to_string()];
             let mut tx = db.list_read(false).await.unwrap();
-            let got = collect(&mut tx, collect_statement(&list, &words, &page, ask), false)
+            let got = collect(&mut tx, &list, &words, &page, with_store)
                 .await
                 .unwrap();
             tx.rollback().await.unwrap();
