@@ -796,8 +796,26 @@ pub fn in_order<T>(
         .collect()
 }
 
+/// A thread's document with a message's words added: each word once, no
+/// positions, at most 768 KiB (PostgreSQL refuses a tsvector over 1 MiB):
+/// once full, a thread's later words are not added. STABLE, as
+/// `pg_column_size` is: PostgreSQL inlines an SQL function only when its
+/// body is no more volatile than it is declared. Not inlined, every
+/// statement that adds a message parsed and planned the body anew.
+pub const THREAD_DOC_FUNCTION: &str = r#"
+CREATE OR REPLACE FUNCTION ph_thread_doc(doc tsvector, add tsvector) RETURNS tsvector
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+SELECT CASE
+    WHEN doc IS NULL THEN strip(add)
+    WHEN pg_column_size(strip(doc)) + pg_column_size(strip(add)) > 786432 THEN doc
+    ELSE strip(doc) || strip(add)
+END
+$$;
+"#;
+
 /// The documents of threads (PostgreSQL): kept in the transaction of each
-/// message, see [`index_message_statement`].
+/// message, see [`index_message_statement`]. Follows
+/// [`THREAD_DOC_FUNCTION`].
 pub const THREAD_DOCUMENTS: &str = r#"
 CREATE TABLE thread_search (
     thread_id TEXT PRIMARY KEY,
@@ -809,17 +827,6 @@ CREATE TABLE thread_search (
 );
 CREATE INDEX thread_search_doc ON thread_search USING GIN (doc);
 ALTER TABLE thread_search ALTER COLUMN doc SET STATISTICS 1000;
--- A thread's document with a message's words added: each word once, no
--- positions, at most 768 KiB (PostgreSQL refuses a tsvector over 1 MiB):
--- once full, a thread's later words are not added.
-CREATE FUNCTION ph_thread_doc(doc tsvector, add tsvector) RETURNS tsvector
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-SELECT CASE
-    WHEN doc IS NULL THEN strip(add)
-    WHEN pg_column_size(strip(doc)) + pg_column_size(strip(add)) > 786432 THEN doc
-    ELSE strip(doc) || strip(add)
-END
-$$;
 CREATE AGGREGATE ph_thread_doc_agg(tsvector) (SFUNC = ph_thread_doc, STYPE = tsvector);
 -- The GIN index read as a bitmap, whatever the statistics say: a scan of
 -- every row stopped by the LIMIT is what a rare word must never get.
@@ -842,15 +849,9 @@ AS $$ SELECT id FROM messages WHERE search @@ q LIMIT n $$;
 /// reads the whole list, and a search makes several (at the default 4 MiB
 /// a lookup read 167 pending pages, 1.9 ms, against 0.3 ms once merged).
 pub fn era_indexes() -> String {
-    let eras: Vec<String> = ERA_SHIFTS
-        .iter()
-        .map(|s| format!("' {s}/' || (at >> {s})"))
-        .collect();
     format!(
         r#"
-CREATE FUNCTION ph_eras(at BIGINT) RETURNS tsvector
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT array_to_tsvector(ARRAY[{eras}]) $$;
+{eras_function}
 CREATE FUNCTION ph_message_time(direction TEXT, created_at BIGINT, received_at BIGINT) RETURNS BIGINT
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT CASE WHEN direction = 'inbound' THEN COALESCE(received_at, created_at) ELSE created_at END $$;
@@ -871,7 +872,26 @@ LANGUAGE sql STABLE SET enable_seqscan = off SET enable_indexscan = off SET enab
 AS $$ SELECT id, ph_message_time(direction, created_at, received_at) FROM messages
     WHERE (search || ph_eras(ph_message_time(direction, created_at, received_at))) @@ q LIMIT n $$;
 "#,
-        eras = eras.join(", ")
+        eras_function = eras_function()
+    )
+}
+
+/// `ph_eras`, in a form PostgreSQL inlines: each era's number is cast to
+/// text by `::text`, which is immutable; `text || bigint` is a STABLE SQL
+/// function, which kept the whole function from being inlined, so that
+/// every statement that wrote a message or a thread's document parsed and
+/// planned it anew for the index (a fifth of the server's CPU in sends).
+/// Its values are the same either way: the indexes stay as they are.
+pub fn eras_function() -> String {
+    let eras: Vec<String> = ERA_SHIFTS
+        .iter()
+        .map(|s| format!("' {s}/' || (at >> {s})::text"))
+        .collect();
+    format!(
+        "CREATE OR REPLACE FUNCTION ph_eras(at BIGINT) RETURNS tsvector \
+         LANGUAGE sql IMMUTABLE PARALLEL SAFE \
+         AS $$ SELECT array_to_tsvector(ARRAY[{}]) $$;",
+        eras.join(", ")
     )
 }
 
@@ -1261,6 +1281,96 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         );
         let walked = plan(&db, false, &labelled).await;
         assert!(walked.contains("threads_recent"), "{walked}");
+    }
+
+    /// What each expression of `select` is planned as.
+    async fn planned_output(db: &Db, select: &str) -> String {
+        let rows = Sql::new(&format!("EXPLAIN VERBOSE {select}"))
+            .fetch_all(db.reader())
+            .await
+            .unwrap();
+        rows.iter()
+            .map(|r| r.text("QUERY PLAN").unwrap())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The functions of the documents' indexes and of a thread's document
+    /// are inlined (each statement that wrote a message parsed and planned
+    /// them anew when they were not), the documents' indexes still serve
+    /// the lookups written with them, and a store migrated before they
+    /// could be inlined gets the inlinable forms.
+    #[tokio::test]
+    async fn the_documents_functions_are_inlined() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        let inlined = |what: &str, output: &str| {
+            assert!(
+                output.contains("Output:") && !output.contains("ph_"),
+                "{what}: {output}"
+            );
+        };
+        let check = |db: Db| async move {
+            let threads = planned_output(
+                &db,
+                "SELECT ph_eras(last_at), ph_thread_doc(doc, doc) FROM thread_search",
+            )
+            .await;
+            inlined("thread documents", &threads);
+            let messages = planned_output(
+                &db,
+                "SELECT ph_eras(ph_message_time(direction, created_at, received_at)) FROM messages",
+            )
+            .await;
+            inlined("messages", &messages);
+            let mut tx = db.reader().begin().await.unwrap();
+            sqlx::raw_sql("SET LOCAL enable_seqscan = off")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            for (lookup, index) in [
+                (
+                    "SELECT thread_id FROM thread_search WHERE (doc || ph_eras(last_at)) @@ 'a'::tsquery",
+                    "thread_search_eras",
+                ),
+                (
+                    "SELECT id FROM messages WHERE (search || ph_eras(ph_message_time(direction, \
+                     created_at, received_at))) @@ 'a'::tsquery",
+                    "messages_search_eras",
+                ),
+            ] {
+                let plan = Sql::new(&format!("EXPLAIN {lookup}"))
+                    .fetch_all(&mut *tx)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.text("QUERY PLAN").unwrap())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                assert!(plan.contains(index), "{plan}");
+            }
+            tx.rollback().await.unwrap();
+            db
+        };
+        let db = check(db).await;
+        // The forms migration 17 made (`text || bigint` is STABLE, and so
+        // is `pg_column_size`): not inlined.
+        sqlx::raw_sql(
+            "CREATE OR REPLACE FUNCTION ph_eras(at BIGINT) RETURNS tsvector LANGUAGE sql \
+             IMMUTABLE AS $$ SELECT array_to_tsvector(ARRAY[' 20/' || (at >> 20)]) $$; \
+             CREATE OR REPLACE FUNCTION ph_thread_doc(doc tsvector, add tsvector) \
+             RETURNS tsvector LANGUAGE sql IMMUTABLE AS $$ SELECT strip(doc) || \
+             strip(add) WHERE pg_column_size(doc) > 0 $$; \
+             DELETE FROM schema_migrations WHERE version = 18",
+        )
+        .execute(db.writer())
+        .await
+        .unwrap();
+        let old = planned_output(&db, "SELECT ph_eras(last_at) FROM thread_search").await;
+        assert!(old.contains("ph_eras("), "{old}");
+        crate::store::tests::migrate(&db).await;
+        check(db).await;
     }
 
     /// The documents' ends are index probes, narrowed or not, without

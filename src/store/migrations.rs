@@ -402,6 +402,13 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         // With the documents' era indexes: see `ddl`.
         postgres: RECEIVED_IN_ORDER,
     },
+    Migration {
+        version: 18,
+        name: "search functions PostgreSQL inlines",
+        sqlite: "SELECT 1;",
+        // With `ph_eras`: see `ddl`.
+        postgres: search_postgres::THREAD_DOC_FUNCTION,
+    },
 ];
 
 /// Received mail newest first (`GET /messages`). The index had every
@@ -549,11 +556,13 @@ fn ddl(m: &Migration, backend: Backend) -> String {
         }
         (10, Backend::Sqlite) => format!("{}{}", m.sqlite, search::thread_index_backfill()),
         (15, Backend::Postgres) => format!(
-            "{}{}",
+            "{}{}{}",
+            search_postgres::THREAD_DOC_FUNCTION,
             m.postgres,
             search_postgres::THREAD_DOCUMENTS_BACKFILL
         ),
         (17, Backend::Postgres) => format!("{}{}", m.postgres, search_postgres::era_indexes()),
+        (18, Backend::Postgres) => format!("{}{}", m.postgres, search_postgres::eras_function()),
         // An INTEGER PRIMARY KEY is SQLite's rowid: each new row's is above
         // every row's there is, which is all the order `seq` must keep.
         (_, Backend::Sqlite) => m.sqlite.replace("{SEQ}", "INTEGER PRIMARY KEY"),
