@@ -290,11 +290,13 @@ pub struct IndexedMessage<'a> {
     pub at: i64,
 }
 
-/// Runs a message's writes (see `store::execute_all`) and indexes it, not
-/// a draft, then its thread. On PostgreSQL the message's column maintains
-/// itself and its thread's document takes its words in one statement that
-/// joins the writes (a message in a new thread is one statement); on
-/// SQLite the message goes into the full-text index after them.
+/// Runs a message's writes (see `store::execute_all`), one of which
+/// inserts it, and indexes it, not a draft, then its thread. On
+/// PostgreSQL the message's column maintains itself and its thread's
+/// document takes the words of that column, returned by the insert, in one
+/// statement that joins the writes (a message in a new thread is one
+/// statement); on SQLite the message goes into the full-text index after
+/// them.
 pub async fn write_and_index(
     tx: &mut Tx,
     backend: Backend,
@@ -302,12 +304,18 @@ pub async fn write_and_index(
     message: &IndexedMessage<'_>,
 ) -> Result<(), sqlx::Error> {
     if backend == Backend::Postgres {
-        writes.push(crate::core::search_postgres::index_message_statement(
+        let Some(at) = writes.iter().position(|s| s.inserts_into("messages")) else {
+            return Err(sqlx::Error::Protocol(
+                "a message's writes hold no insert of it".into(),
+            ));
+        };
+        let insert = writes.remove(at);
+        let (insert, index) = crate::core::search_postgres::index_message_statements(
+            insert,
             message.thread_id,
-            message.subject,
-            message.body,
             message.at,
-        ));
+        );
+        writes.splice(at..at, [insert, index]);
         return crate::store::execute_all(tx, backend, &writes).await;
     }
     crate::store::execute_all(tx, backend, &writes).await?;

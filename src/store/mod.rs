@@ -369,6 +369,9 @@ pub struct Sql {
     args: Vec<Value>,
     /// May join plain inserts in one statement (see [`Sql::joining_inserts`]).
     joins_inserts: bool,
+    /// Joined as the CTE of this name, whose rows the statements joined
+    /// after it read (see [`Sql::joined_as`]).
+    cte_name: Option<&'static str>,
     /// Planned for its own values on every run (PostgreSQL) instead of
     /// prepared once per connection: see [`Sql::plan_each_run`].
     plan_each_run: bool,
@@ -385,6 +388,7 @@ impl Sql {
             text: text.to_string(),
             args,
             joins_inserts: false,
+            cte_name: None,
             plan_each_run: false,
         }
     }
@@ -409,6 +413,28 @@ impl Sql {
     pub fn joining_inserts(mut self) -> Sql {
         self.joins_inserts = true;
         self
+    }
+
+    /// An insert that [`execute_all`] joins with the inserts around it on
+    /// PostgreSQL as the CTE `name`, returning `returning`: a statement
+    /// joined after it (marked [`Sql::joining_inserts`]) may read those
+    /// rows from `name`, which is how one statement hands a value it
+    /// computed to the next without computing it twice. The reader must
+    /// come next in the same run of joined statements.
+    pub fn joined_as(mut self, name: &'static str, returning: &str) -> Sql {
+        self.text.push_str(" RETURNING ");
+        self.text.push_str(returning);
+        self.cte_name = Some(name);
+        self
+    }
+
+    /// An `INSERT INTO table (…)`.
+    pub fn inserts_into(&self, table: &str) -> bool {
+        self.text
+            .trim_start()
+            .strip_prefix("INSERT INTO ")
+            .and_then(|rest| rest.strip_prefix(table))
+            .is_some_and(|rest| rest.starts_with(" ("))
     }
 
     pub fn push(&mut self, text: &str) -> &mut Self {
@@ -663,12 +689,13 @@ pub async fn execute_all(
 /// without `ON CONFLICT` or `RETURNING` qualifies, and a statement marked
 /// [`Sql::joining_inserts`]: the parts of one statement share a snapshot
 /// and run in no set order, so none may read what another writes, and no
-/// two may write the same row. Other statements stay as they are, in their
+/// two may write the same row (but for the rows an insert
+/// [`Sql::joined_as`] returns). Other statements stay as they are, in their
 /// place.
 fn merge_plain_inserts(statements: &[Sql]) -> Vec<Sql> {
     fn joins(s: &Sql) -> bool {
         let text = s.text.trim_start();
-        if s.joins_inserts {
+        if s.joins_inserts || s.cte_name.is_some() {
             return !text.trim_end().ends_with(';');
         }
         text.starts_with("INSERT INTO")
@@ -689,7 +716,10 @@ fn merge_plain_inserts(statements: &[Sql]) -> Vec<Sql> {
             if i > 0 {
                 all.push(", ");
             }
-            all.push(&format!("s{i} AS ("));
+            match s.cte_name {
+                Some(name) => all.push(&format!("{name} AS (")),
+                None => all.push(&format!("s{i} AS (")),
+            };
             all.push_renumbered(s);
             all.push(")");
         }
@@ -1430,6 +1460,54 @@ pub(crate) mod tests {
         );
         let unmarked = merge_plain_inserts(&[statements[0].clone(), update()]);
         assert_eq!(unmarked.len(), 2);
+    }
+
+    /// An insert joined as a named CTE returns its rows to the statement
+    /// joined after it; on PostgreSQL that statement reads them (a value
+    /// the insert computed, here a copy of the key).
+    #[tokio::test]
+    async fn an_insert_joined_as_a_cte_hands_its_rows_to_the_next() {
+        let statements = |key: &str| {
+            vec![
+                sql!("INSERT INTO settings (key, value) VALUES ($1, 'v')", key)
+                    .joined_as("made", "key"),
+                sql!("INSERT INTO settings (key, value) SELECT key || '-copy', 'c' FROM made")
+                    .joining_inserts(),
+                sql!(
+                    "INSERT INTO settings (key, value) VALUES ($1, 'w')",
+                    format!("{key}-w")
+                ),
+            ]
+        };
+        let merged = merge_plain_inserts(&statements("k"));
+        let texts: Vec<&str> = merged.iter().map(Sql::text).collect();
+        assert_eq!(
+            texts,
+            [
+                "WITH made AS (INSERT INTO settings (key, value) VALUES ($1, 'v') RETURNING key), \
+              s1 AS (INSERT INTO settings (key, value) SELECT key || '-copy', 'c' FROM made) \
+              INSERT INTO settings (key, value) VALUES ($2, 'w')"
+            ]
+        );
+        assert!(statements("k")[0].inserts_into("settings"));
+        assert!(!statements("k")[0].inserts_into("setting"));
+        let Some(db) = fresh_postgres().await else {
+            return;
+        };
+        let mut tx = db.begin().await.unwrap();
+        execute_all(&mut tx, Backend::Postgres, &statements("joined"))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(
+            settings_like(&db, "joined").await,
+            [
+                ("joined".to_string(), "v".to_string()),
+                ("joined-copy".to_string(), "c".to_string()),
+                ("joined-w".to_string(), "w".to_string()),
+            ]
+        );
+        db.close().await;
     }
 
     /// The write and the reads of one call: whether the write took, and
