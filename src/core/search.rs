@@ -101,7 +101,7 @@ INSERT INTO threads_fts (rowid, body)
 /// falls in its `last_message_at` keeps it; otherwise it takes the key below
 /// the lowest one taken in that microsecond. The index itself is written
 /// through [`Tx::write_index`]. PostgreSQL's thread documents take each
-/// message's words in [`index_message`] and need no key.
+/// message's words in [`write_and_index`] and need no key.
 pub async fn reindex_thread(
     tx: &mut Tx,
     backend: Backend,

@@ -814,7 +814,7 @@ $$;
 "#;
 
 /// The documents of threads (PostgreSQL): kept in the transaction of each
-/// message, see [`index_message_statement`]. Follows
+/// message, see [`index_message_statements`]. Follows
 /// [`THREAD_DOC_FUNCTION`].
 pub const THREAD_DOCUMENTS: &str = r#"
 CREATE TABLE thread_search (
@@ -1221,6 +1221,18 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         assert_eq!(caps.top(at - 1), ERA_SHIFTS.len() - 1);
     }
 
+    /// What `explain` (an `EXPLAIN …`) prints, as one text.
+    async fn explained(conn: &mut AnyConnection, explain: &str) -> String {
+        Sql::new(explain)
+            .fetch_all(conn)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.text("QUERY PLAN").unwrap())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// The plan of a list statement read in `db.list_read(narrowed)`, with
     /// parallel workers as cheap as they can be.
     async fn plan(db: &Db, narrowed: bool, statement: &str) -> String {
@@ -1232,15 +1244,9 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         .execute(&mut *tx)
         .await
         .unwrap();
-        let rows = Sql::new(&format!("EXPLAIN {statement}"))
-            .fetch_all(&mut *tx)
-            .await
-            .unwrap();
+        let plan = explained(&mut tx, &format!("EXPLAIN {statement}")).await;
         tx.rollback().await.unwrap();
-        rows.iter()
-            .map(|r| r.text("QUERY PLAN").unwrap())
-            .collect::<Vec<_>>()
-            .join("\n")
+        plan
     }
 
     /// Without statistics (as here) the planner takes a folder for a rare
@@ -1286,14 +1292,8 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
 
     /// What each expression of `select` is planned as.
     async fn planned_output(db: &Db, select: &str) -> String {
-        let rows = Sql::new(&format!("EXPLAIN VERBOSE {select}"))
-            .fetch_all(db.reader())
-            .await
-            .unwrap();
-        rows.iter()
-            .map(|r| r.text("QUERY PLAN").unwrap())
-            .collect::<Vec<_>>()
-            .join("\n")
+        let mut conn = db.reader().acquire().await.unwrap();
+        explained(&mut conn, &format!("EXPLAIN VERBOSE {select}")).await
     }
 
     /// The functions of the documents' indexes and of a thread's document
@@ -1341,14 +1341,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
                     "messages_search_eras",
                 ),
             ] {
-                let plan = Sql::new(&format!("EXPLAIN {lookup}"))
-                    .fetch_all(&mut *tx)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.text("QUERY PLAN").unwrap())
-                    .collect::<Vec<_>>()
-                    .join("\n");
+                let plan = explained(&mut tx, &format!("EXPLAIN {lookup}")).await;
                 assert!(plan.contains(index), "{plan}");
             }
             tx.rollback().await.unwrap();

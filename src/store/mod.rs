@@ -1256,13 +1256,13 @@ pub(crate) mod tests {
         }
     }
 
-    /// A fresh database on the PostgreSQL server `PIGEONHOLE_TEST_POSTGRES_URL`
-    /// names; None when it is not set (the SQLite run).
     /// Applies the migrations not recorded in `db` (a test that undoes one).
     pub(crate) async fn migrate(db: &Db) {
         super::migrations::apply(db).await.unwrap();
     }
 
+    /// A fresh database on the PostgreSQL server `PIGEONHOLE_TEST_POSTGRES_URL`
+    /// names; None when it is not set (the SQLite run).
     pub(crate) async fn fresh_postgres() -> Option<Db> {
         let admin = std::env::var("PIGEONHOLE_TEST_POSTGRES_URL")
             .ok()
