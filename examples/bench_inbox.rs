@@ -1457,7 +1457,7 @@ async fn database_size(db: &Db, url: &str) -> anyhow::Result<String> {
         "SELECT pg_database_size(current_database()) AS total, \
          pg_total_relation_size('messages') AS messages, \
          pg_total_relation_size('threads') AS threads, \
-         pg_relation_size('messages_search_eras') AS gin",
+         pg_relation_size('messages_search_sides') AS gin",
     )
     .fetch_one(db.reader())
     .await?;

@@ -409,6 +409,13 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         // With `ph_eras`: see `ddl`.
         postgres: search_postgres::THREAD_DOC_FUNCTION,
     },
+    Migration {
+        version: 19,
+        name: "sent and received mail searched apart",
+        sqlite: "SELECT 1;",
+        // `search_postgres::message_sides_index`: see `ddl`.
+        postgres: "SELECT 1;",
+    },
 ];
 
 /// Received mail newest first (`GET /messages`). The index had every
@@ -563,6 +570,7 @@ fn ddl(m: &Migration, backend: Backend) -> String {
         ),
         (17, Backend::Postgres) => format!("{}{}", m.postgres, search_postgres::era_indexes()),
         (18, Backend::Postgres) => format!("{}{}", m.postgres, search_postgres::eras_function()),
+        (19, Backend::Postgres) => search_postgres::message_sides_index(),
         // An INTEGER PRIMARY KEY is SQLite's rowid: each new row's is above
         // every row's there is, which is all the order `seq` must keep.
         (_, Backend::Sqlite) => m.sqlite.replace("{SEQ}", "INTEGER PRIMARY KEY"),
