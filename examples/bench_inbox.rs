@@ -2031,7 +2031,9 @@ async fn main() -> anyhow::Result<()> {
             load_secs,
             stats.rows as f64 / load_secs,
             stats.messages as f64 / load_secs,
-            if backend == Backend::Postgres {
+            if backend == Backend::Postgres && args.no_analyze {
+                "setval + thread documents"
+            } else if backend == Backend::Postgres {
                 "setval + thread documents + VACUUM ANALYZE"
             } else {
                 "thread search index + WAL checkpoint"
