@@ -901,16 +901,27 @@ AS $$ SELECT id, ph_message_time(direction, created_at, received_at) FROM messag
 /// planned it anew for the index (a fifth of the server's CPU in sends).
 /// Its values are the same either way: the indexes stay as they are.
 pub fn eras_function() -> String {
-    let eras: Vec<String> = ERA_SHIFTS
-        .iter()
-        .map(|s| format!("' {s}/' || (at >> {s})::text"))
-        .collect();
     format!(
         "CREATE OR REPLACE FUNCTION ph_eras(at BIGINT) RETURNS tsvector \
          LANGUAGE sql IMMUTABLE PARALLEL SAFE \
          AS $$ SELECT array_to_tsvector(ARRAY[{}]) $$;",
-        eras.join(", ")
+        era_lexemes(None)
     )
+}
+
+/// The lexemes of the eras of `at` at every level of [`ERA_SHIFTS`], as
+/// the elements of an SQL array: `' 36/25669'`, or with a message's side
+/// (an SQL expression) `' s36/25669'`. Cast with `::text`, which keeps the
+/// functions built of them inlinable (see [`eras_function`]).
+fn era_lexemes(side: Option<&str>) -> String {
+    ERA_SHIFTS
+        .iter()
+        .map(|s| match side {
+            None => format!("' {s}/' || (at >> {s})::text"),
+            Some(side) => format!("' ' || {side} || '{s}/' || (at >> {s})::text"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Migration 19: a message's eras name the side of the mail it is on
@@ -922,10 +933,6 @@ pub fn eras_function() -> String {
 /// The whole store is still read by the words alone (see
 /// [`collect_statement`]).
 pub fn message_sides_index() -> String {
-    let eras: Vec<String> = ERA_SHIFTS
-        .iter()
-        .map(|s| format!("' ' || side || '{s}/' || (at >> {s})::text"))
-        .collect();
     format!(
         r#"
 CREATE FUNCTION ph_message_side(direction TEXT, is_draft BIGINT) RETURNS TEXT
@@ -943,7 +950,7 @@ LANGUAGE sql STABLE SET enable_seqscan = off SET enable_indexscan = off SET enab
 AS $$ SELECT id, ph_message_time(direction, created_at, received_at) FROM messages
     WHERE (search || {MESSAGE_ERAS}) @@ q LIMIT n $$;
 "#,
-        eras = eras.join(", ")
+        eras = era_lexemes(Some("side"))
     )
 }
 
