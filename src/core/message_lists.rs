@@ -5,7 +5,7 @@ use crate::auth::Reach;
 use crate::core::messages::{Message, SUMMARY_COLUMNS};
 use crate::core::paging::Page;
 use crate::core::search;
-use crate::core::search_postgres::{self, SearchBounds};
+use crate::core::search_postgres::{self, Documents, SearchBounds};
 use crate::model::messages::{self as model, Folder, MessageStatus};
 use crate::store::{Backend, Db, Sql};
 
@@ -96,44 +96,22 @@ fn push_common(db: &Db, q: &mut Sql, from: Option<&str>, to: Option<&str>, subje
     }
 }
 
-/// Which mail a list holds: its order and where its words are.
-#[derive(Debug, Clone, Copy)]
-enum Side {
-    Sent,
-    Received,
-}
-
-impl Side {
-    fn time_col(self) -> &'static str {
-        match self {
-            Side::Sent => "m.created_at",
-            Side::Received => "m.received_at",
-        }
-    }
-
-    fn documents(self) -> search_postgres::Documents {
-        match self {
-            Side::Sent => search_postgres::Documents::Sent,
-            Side::Received => search_postgres::Documents::Received,
-        }
-    }
-}
-
 /// A page of a mail list: `filters` are its conditions on `m` (each
-/// starting with ` AND `), `side` its order, `narrowed` whether a
+/// starting with ` AND `), `documents` its side of the mail (which gives
+/// its order), `narrowed` whether a
 /// filter has an index of its own (see `Db::list_read`). On SQLite a search is one
 /// more condition; on PostgreSQL it walks or collects within fixed bounds
 /// (`search_postgres`).
 async fn page_of(
     db: &Db,
     filters: &(dyn Fn(&mut Sql) + Sync),
-    side: Side,
+    documents: Documents,
     narrowed: bool,
     text: Option<&str>,
     page: &Page,
     bounds: SearchBounds,
 ) -> Result<Vec<model::Message>, sqlx::Error> {
-    let time_col = side.time_col();
+    let time_col = documents.time_col();
     let rows = match (db.backend(), text) {
         (Backend::Postgres, Some(text)) => {
             let words = search::terms(text);
@@ -143,8 +121,7 @@ async fn page_of(
             let list = search_postgres::SearchedList {
                 table: "messages",
                 alias: "m",
-                time_col,
-                documents: side.documents(),
+                documents,
                 filters,
                 narrowed,
             };
@@ -223,7 +200,7 @@ pub async fn sent(
     let messages = page_of(
         db,
         &filters,
-        Side::Sent,
+        Documents::Sent,
         false,
         f.text.as_deref(),
         page,
@@ -269,7 +246,7 @@ pub async fn received(
     let messages = page_of(
         db,
         &filters,
-        Side::Received,
+        Documents::Received,
         // A thread's mail is read by its own index (see `Db::list_read`).
         f.thread_id.is_some(),
         f.text.as_deref(),

@@ -155,6 +155,16 @@ impl Documents {
         }
     }
 
+    /// The column a list of these documents is ordered by (the time their
+    /// eras are made of), on the lists' aliases `t` and `m`.
+    pub fn time_col(self) -> &'static str {
+        match self {
+            Documents::Threads => "t.last_message_at",
+            Documents::Sent => "m.created_at",
+            Documents::Received => "m.received_at",
+        }
+    }
+
     /// The side of the mail a message's eras name (`ph_message_side`), so
     /// that an era's lookup reads the matches of one list's mail only.
     /// Threads have one side, unnamed.
@@ -222,12 +232,12 @@ impl Default for SearchBounds {
 
 /// A list to search: `FROM {table} {alias} WHERE 1 = 1` followed by what
 /// `filters` appends (each condition starting with ` AND `), newest first by
-/// `time_col` then `{alias}.id`. Its time is the one the documents' eras
-/// are made of (`last_message_at`; a message's `ph_message_time`).
+/// its documents' [`Documents::time_col`] then `{alias}.id`: the time the
+/// documents' eras are made of (`last_message_at`; a message's
+/// `ph_message_time`).
 pub struct SearchedList<'a> {
     pub table: &'static str,
     pub alias: &'static str,
-    pub time_col: &'static str,
     pub documents: Documents,
     pub filters: &'a (dyn Fn(&mut Sql) + Sync),
     /// One of the filters has an index holding only its rows (see
@@ -586,7 +596,7 @@ fn walk(
     hits: i64,
 ) -> Sql {
     let (docs, key, column, _) = list.documents.parts();
-    let (table, alias, time_col) = (list.table, list.alias, list.time_col);
+    let (table, alias, time_col) = (list.table, list.alias, list.documents.time_col());
     // The window's order is the walk's, so the rows stream through it in
     // order (no sort) and stop at the outer limit.
     let mut sql = Sql::new(&format!(
@@ -721,7 +731,7 @@ struct Ask {
 fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask: Ask) -> Sql {
     let (_, _, _, matches) = list.documents.parts();
     let side = list.documents.side();
-    let (table, alias, time_col) = (list.table, list.alias, list.time_col);
+    let (table, alias, time_col) = (list.table, list.alias, list.documents.time_col());
     // The matches of the words, in `eras` of the list's side, or everywhere
     // (on both sides: a lexeme of a side names half the store, and GIN reads
     // a leaf of its posting tree for each of a rare word's matches, 2.4 ms
@@ -1059,7 +1069,6 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         SearchedList {
             table: "threads",
             alias: "t",
-            time_col: "t.last_message_at",
             documents: Documents::Threads,
             filters,
             narrowed,
@@ -1461,14 +1470,13 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
 
     /// The list of one side's messages, as `message_lists` makes it.
     fn message_list(documents: Documents) -> SearchedList<'static> {
-        let (time_col, filters): (_, &'static (dyn Fn(&mut Sql) + Sync)) = match documents {
-            Documents::Received => ("m.received_at", &received_mail),
-            _ => ("m.created_at", &sent_mail),
+        let filters: &'static (dyn Fn(&mut Sql) + Sync) = match documents {
+            Documents::Received => &received_mail,
+            _ => &sent_mail,
         };
         SearchedList {
             table: "messages",
             alias: "m",
-            time_col,
             documents,
             filters,
             narrowed: false,

@@ -164,7 +164,6 @@ pub async fn list(
             let list = search_postgres::SearchedList {
                 table: "threads",
                 alias: "t",
-                time_col: "t.last_message_at",
                 documents: search_postgres::Documents::Threads,
                 filters: &filters,
                 narrowed,
