@@ -119,8 +119,6 @@ async fn page_of(
                 return Ok(Vec::new());
             }
             let list = search_postgres::SearchedList {
-                table: "messages",
-                alias: "m",
                 documents,
                 filters,
                 narrowed,

@@ -155,8 +155,18 @@ impl Documents {
         }
     }
 
+    /// The table and alias of the list these documents are searched for;
+    /// the list's filters and [`Documents::time_col`] are written on the
+    /// alias.
+    fn list(self) -> (&'static str, &'static str) {
+        match self {
+            Documents::Threads => ("threads", "t"),
+            Documents::Sent | Documents::Received => ("messages", "m"),
+        }
+    }
+
     /// The column a list of these documents is ordered by (the time their
-    /// eras are made of), on the lists' aliases `t` and `m`.
+    /// eras are made of), on the list's alias ([`Documents::list`]).
     pub fn time_col(self) -> &'static str {
         match self {
             Documents::Threads => "t.last_message_at",
@@ -181,28 +191,22 @@ impl Documents {
     /// order: a thread's `last_message_at`; a sent message's `created_at`,
     /// a received one's `received_at` (as `ph_message_time` gives them).
     fn ends(self) -> String {
-        // The first row of a list's index, read in `order`.
-        let end = |order: &str, table: &str, col: &str, filter: &str| {
-            format!(
-                "(SELECT {col} FROM {table} WHERE {filter} ORDER BY {col} {order}, id {order} LIMIT 1)"
-            )
-        };
-        let end_at = |order: &str| match self {
-            Documents::Threads => end(order, "threads", "last_message_at", "1 = 1"),
-            Documents::Sent => end(
-                order,
-                "messages",
-                "created_at",
-                "direction = 'outbound' AND is_draft = 0",
-            ),
-            Documents::Received => end(
-                order,
-                "messages",
+        let (table, _) = self.list();
+        let (col, filter) = match self {
+            Documents::Threads => ("last_message_at", "1 = 1"),
+            Documents::Sent => ("created_at", "direction = 'outbound' AND is_draft = 0"),
+            Documents::Received => (
                 "received_at",
                 "direction <> 'outbound' AND received_at IS NOT NULL",
             ),
         };
-        format!("{} AS oldest, {} AS newest", end_at("ASC"), end_at("DESC"))
+        // The first row of a list's index, read in `order`.
+        let end = |order: &str| {
+            format!(
+                "(SELECT {col} FROM {table} WHERE {filter} ORDER BY {col} {order}, id {order} LIMIT 1)"
+            )
+        };
+        format!("{} AS oldest, {} AS newest", end("ASC"), end("DESC"))
     }
 }
 
@@ -230,14 +234,12 @@ impl Default for SearchBounds {
     }
 }
 
-/// A list to search: `FROM {table} {alias} WHERE 1 = 1` followed by what
-/// `filters` appends (each condition starting with ` AND `), newest first by
-/// its documents' [`Documents::time_col`] then `{alias}.id`: the time the
-/// documents' eras are made of (`last_message_at`; a message's
-/// `ph_message_time`).
+/// A list to search: `FROM {table} {alias} WHERE 1 = 1` (its documents'
+/// [`Documents::list`]) followed by what `filters` appends (each condition
+/// starting with ` AND `), newest first by its documents'
+/// [`Documents::time_col`] then `{alias}.id`: the time the documents' eras
+/// are made of (`last_message_at`; a message's `ph_message_time`).
 pub struct SearchedList<'a> {
-    pub table: &'static str,
-    pub alias: &'static str,
     pub documents: Documents,
     pub filters: &'a (dyn Fn(&mut Sql) + Sync),
     /// One of the filters has an index holding only its rows (see
@@ -596,7 +598,8 @@ fn walk(
     hits: i64,
 ) -> Sql {
     let (docs, key, column, _) = list.documents.parts();
-    let (table, alias, time_col) = (list.table, list.alias, list.documents.time_col());
+    let (table, alias) = list.documents.list();
+    let time_col = list.documents.time_col();
     // The window's order is the walk's, so the rows stream through it in
     // order (no sort) and stop at the outer limit.
     let mut sql = Sql::new(&format!(
@@ -731,7 +734,8 @@ struct Ask {
 fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask: Ask) -> Sql {
     let (_, _, _, matches) = list.documents.parts();
     let side = list.documents.side();
-    let (table, alias, time_col) = (list.table, list.alias, list.documents.time_col());
+    let (table, alias) = list.documents.list();
+    let time_col = list.documents.time_col();
     // The matches of the words, in `eras` of the list's side, or everywhere
     // (on both sides: a lexeme of a side names half the store, and GIN reads
     // a leaf of its posting tree for each of a rare word's matches, 2.4 ms
@@ -1067,8 +1071,6 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
     /// The list of threads, filtered by `filters`.
     fn thread_list(filters: &(dyn Fn(&mut Sql) + Sync), narrowed: bool) -> SearchedList<'_> {
         SearchedList {
-            table: "threads",
-            alias: "t",
             documents: Documents::Threads,
             filters,
             narrowed,
@@ -1475,8 +1477,6 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
             _ => &sent_mail,
         };
         SearchedList {
-            table: "messages",
-            alias: "m",
             documents,
             filters,
             narrowed: false,

@@ -162,8 +162,6 @@ pub async fn list(
                 return Ok(Vec::new());
             }
             let list = search_postgres::SearchedList {
-                table: "threads",
-                alias: "t",
                 documents: search_postgres::Documents::Threads,
                 filters: &filters,
                 narrowed,
