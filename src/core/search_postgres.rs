@@ -38,11 +38,13 @@
 //!    the list's next row below it, read with the collection, says where
 //!    the list goes on (so empty eras are skipped and the end of the list
 //!    is seen), and the rate of matches in
-//!    the eras collected so far chooses the next level: the whole store
-//!    when that rate (none counted as one) would put at most three
-//!    quarters of `collect_max` in the time the documents span (their
-//!    oldest and newest, index probes read with the first era collected),
-//!    so a rare word is an era or two, then the store. That last step
+//!    the eras collected so far (one match more than they held) chooses
+//!    the next level: the whole store when that rate would put at most
+//!    three quarters of `collect_max` in the time the documents span
+//!    (their oldest and newest, index probes read with the first era
+//!    collected), so a rare word is an era or two, then the store; else
+//!    the level whose eras hold about a quarter below the time reached
+//!    ([`Counted::Below`]). That last step
 //!    depends only on how many matches the eras hold, so an era's
 //!    statement also collects the whole store when they are few enough
 //!    (see [`collect_statement`]): a rare word's search is the walk and
@@ -475,27 +477,35 @@ impl Seen {
     /// most `whole_room` matches in the `store` span its documents cover
     /// (read with the first era collected, so known here);
     /// else the level whose eras read at `at` would hold about `room`
-    /// ([`level_for`]). None seen counts
-    /// as one: a few hours without a match say little of a word (a word in
-    /// 1 % of the mail was taken for rare and its whole store collected,
-    /// 400 matches read for nothing), while a rare word's first eras
-    /// soon make its rate.
+    /// ([`level_for`]). The rate is taken as one match more than seen
+    /// ([`Seen::counted`]).
     fn level(&self, room: i64, whole_room: i64, store: Option<i128>, at: i64) -> usize {
-        let count = self.matches.max(1) as i128;
+        let count = self.counted();
         if store.is_some_and(|store| count * store <= whole_room as i128 * self.span) {
             return ERA_SHIFTS.len();
         }
-        level_for(count, self.span, room, at)
+        level_for(count, self.span, room, at, Counted::Below)
+    }
+
+    /// The matches the rate is made of: one more than seen, as the walk's
+    /// are two more ([`first_level`]), for the few seen in the first eras
+    /// are a rough rate. None seen counts as one: a few hours without a
+    /// match say little of a word (a word in 1 % of the mail was taken for
+    /// rare and its whole store collected, 400 matches read for nothing).
+    /// One seen counts as two: at 1,000,000 messages a word in 0.23 % of
+    /// the mail met once in 31 hours of received mail (about four were
+    /// due) looked rare enough for the whole store, which held over 400
+    /// (5 ms for nothing, the search's slowest statement). A rare word's
+    /// first eras still make its rate.
+    fn counted(&self) -> i128 {
+        self.matches as i128 + 1
     }
 
     /// The most matches eras spanning `span` may add for [`Seen::level`]
     /// to choose the whole store after them, or -1 if none would.
     fn whole_within(&self, whole_room: i64, store: i128, span: i128) -> i64 {
         let most = whole_room as i128 * (self.span + span.max(1)) / store.max(1);
-        if most < 1 {
-            return -1;
-        }
-        (most - self.matches as i128).clamp(-1, i64::MAX as i128) as i64
+        (most - self.counted()).clamp(-1, i64::MAX as i128) as i64
     }
 }
 
@@ -517,18 +527,40 @@ fn documents_span(oldest: Option<i64>, newest: Option<i64>, top: i64) -> i128 {
     (newest as i128 - oldest as i128).max(1)
 }
 
+/// What of the eras a level would read its estimate counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// Their time below `at`, where the page is filled from: the rest of
+    /// the era reached (at least half of it), or a sliver and the whole
+    /// era before; never less than half an era nor more than one and a
+    /// half, so the eras hold at most twice the estimate in all (half of
+    /// `collect_max` at a room of a quarter). For a rate the eras
+    /// collected so far made: counting two whole eras where a sliver and
+    /// one are read kept an uncommon word at 1,000,000 messages (about 50
+    /// matches in 12.7 days, 27 % of that era left) at 19-hour eras for
+    /// four collections where one of 12.7 days would have filled its page.
+    Below,
+    /// The eras whole. For the walk's rate, the roughest: a word in 10 %
+    /// of the mail met in none of 50 received messages.
+    Whole,
+}
+
 /// The coarsest era level whose eras read at `at` (one, or two for a
-/// sliver: [`Eras::reached`]) would hold at most `room` matches if `count`
-/// were met in `span` microseconds; the finest if none. Counting one era
-/// where two are read sent a word in 1 % of the mail, met 5 times in 19
-/// hours, to two eras of 12.7 days: 386 matches, and a GIN lookup of all
-/// of the word's documents (3 ms).
-fn level_for(count: i128, span: i128, room: i64, at: i64) -> usize {
+/// sliver: [`Eras::reached`]) would hold at most `room` matches in what
+/// `counted` says if `count` were met in `span` microseconds; the finest
+/// if none. Counting one era where two are read sent a word in 1 % of the
+/// mail, met 5 times in 19 hours, to two eras of 12.7 days: 386 matches,
+/// and a GIN lookup of all of the word's documents (3 ms).
+fn level_for(count: i128, span: i128, room: i64, at: i64, counted: Counted) -> usize {
     ERA_SHIFTS
         .iter()
         .rposition(|&shift| {
-            let eras = Eras::reached(shift, at).count as i128;
-            count * (eras << shift) <= room as i128 * span.max(1)
+            let eras = Eras::reached(shift, at);
+            let time = match counted {
+                Counted::Below => (at as i128 - eras.start() as i128).max(1),
+                Counted::Whole => (eras.count as i128) << shift,
+            };
+            count * time <= room as i128 * span.max(1)
         })
         .unwrap_or(0)
 }
@@ -573,7 +605,7 @@ fn rated_level(met: usize, found: &Found, page: &Page, room: i64, at: i64) -> us
         return ERA_SHIFTS.len() - 1;
     };
     let span = top as i128 - *bottom as i128;
-    level_for(met as i128, span, room, at)
+    level_for(met as i128, span, room, at, Counted::Whole)
 }
 
 /// The level of the first collection, from the walk. Its rows are few and
@@ -1135,8 +1167,8 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
     }
 
     /// A rate that would put at most 300 matches in the store's span: the
-    /// whole store; else the level whose era holds about `room`; none seen
-    /// counts as one.
+    /// whole store; else the level whose era holds about `room`; the rate
+    /// is one match more than seen.
     #[test]
     fn the_rate_seen_chooses_the_level() {
         let all = ERA_SHIFTS.len();
@@ -1145,8 +1177,11 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         // The end of an era at every level: no sliver read with the one before.
         let at = (1i64 << 50) - 1;
         let mut seen = Seen::default();
-        seen.add(100, era(4));
+        seen.add(99, era(4));
         assert_eq!(seen.level(100, 300, year, at), 4);
+        let mut seen = Seen::default();
+        seen.add(100, era(4));
+        assert_eq!(seen.level(100, 300, year, at), 3);
         // 1,700 in two eras of level 4: 53 in one of level 3.
         seen.add(1600, era(4));
         assert_eq!(seen.level(100, 300, year, at), 3);
@@ -1164,6 +1199,15 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         let mut none = Seen::default();
         none.add(0, 3 * 3_600_000_000);
         assert_eq!(none.level(100, 300, year, at), 4);
+        // None in 31 hours: 283 in the year, the whole store; one is
+        // counted as two, 565, an era of 12.7 days (level 5, 20).
+        let hours_31 = 31 * 3_600_000_000;
+        let mut none = Seen::default();
+        none.add(0, hours_31);
+        assert_eq!(none.level(100, 300, year, at), all);
+        let mut one = Seen::default();
+        one.add(1, hours_31);
+        assert_eq!(one.level(100, 300, year, at), 5);
         // None in 40 days is: about 9 in the store at that rate.
         let mut none = Seen::default();
         none.add(0, 40 * 24 * 3_600_000_000);
@@ -1187,7 +1231,11 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         assert_eq!(eras.span_below(top), (top - start + 1) as i128);
         let mut seen = Seen::default();
         seen.add(90, eras.span_below(top));
-        assert_eq!(seen.level(100, 300, Some(365 * 24 * 3_600_000_000), top), 3);
+        // Chosen where the search goes on: the era below, nearly whole.
+        assert_eq!(
+            seen.level(100, 300, Some(365 * 24 * 3_600_000_000), start - 1),
+            3
+        );
         // An era wholly below the start counts whole.
         assert_eq!(Eras::reached(shift, start - 1).span_below(top), era as i128);
     }
@@ -1235,18 +1283,40 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         assert_eq!(Eras::reached(shift, start + era / 2).count, 1);
     }
 
-    /// A level is chosen for what its collection reads: 5 matches in 19
-    /// hours put 80 in an era of level 5 (12.7 days) but 160 in two, so
-    /// where that era is a sliver (read with the one before) the level is 4.
+    /// A level is chosen for what its collection reads below the time
+    /// reached: 4 matches in 19 hours (counted as 5) put 80 in an era of
+    /// level 5 (12.7 days). With three quarters of it left, 60; with a quarter left
+    /// (read with the era before), 100, still within the room; with 45 %
+    /// left, 116, so level 4.
     #[test]
     fn a_level_is_rated_for_the_eras_it_reads() {
         let era = |level: usize| 1i64 << ERA_SHIFTS[level];
         let year = Some(365 * 24 * 3_600_000_000i128);
         let mut seen = Seen::default();
-        seen.add(5, era(4) as i128);
+        seen.add(4, era(4) as i128);
         let start = 1_633 * era(5);
         assert_eq!(seen.level(100, 300, year, start + era(5) * 3 / 4), 5);
-        assert_eq!(seen.level(100, 300, year, start + era(5) / 4), 4);
+        assert_eq!(seen.level(100, 300, year, start + era(5) / 4), 5);
+        assert_eq!(seen.level(100, 300, year, start + era(5) * 45 / 100), 4);
+    }
+
+    /// A sliver and the era before count for the time they hold below the
+    /// time reached, not as two whole eras: 4 matches in a day and a half
+    /// of 19-hour eras (counted as 5) are 53 in 12.7 days, 68 in the 27 %
+    /// of one left and the one before, so level 5; as two whole eras
+    /// (107), it was level 4,
+    /// and an uncommon word at 1,000,000 messages read three more 19-hour
+    /// eras one by one before its 12.7-day era filled the page.
+    #[test]
+    fn a_sliver_counts_for_the_time_it_holds() {
+        let era = |level: usize| 1i64 << ERA_SHIFTS[level];
+        let year = Some(365 * 24 * 3_600_000_000i128);
+        let mut seen = Seen::default();
+        seen.add(4, (era(4) * 3 / 2) as i128);
+        let start = 1_633 * era(5);
+        let at = start + era(5) * 27 / 100;
+        assert_eq!(Eras::reached(ERA_SHIFTS[5], at).count, 2);
+        assert_eq!(seen.level(100, 300, year, at), 5);
     }
 
     /// Every collection of a search is one statement text, whatever its
