@@ -538,7 +538,8 @@ enum Counted {
     /// collected so far made: counting two whole eras where a sliver and
     /// one are read kept an uncommon word at 1,000,000 messages (about 50
     /// matches in 12.7 days, 27 % of that era left) at 19-hour eras for
-    /// four collections where one of 12.7 days would have filled its page.
+    /// three collections more, where one of 12.7 days would have filled
+    /// its page.
     Below,
     /// The eras whole. For the walk's rate, the roughest: a word in 10 %
     /// of the mail met in none of 50 received messages.
@@ -1285,9 +1286,9 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
 
     /// A level is chosen for what its collection reads below the time
     /// reached: 4 matches in 19 hours (counted as 5) put 80 in an era of
-    /// level 5 (12.7 days). With three quarters of it left, 60; with a quarter left
-    /// (read with the era before), 100, still within the room; with 45 %
-    /// left, 116, so level 4.
+    /// level 5 (12.7 days). With three quarters of it left, 60; with a
+    /// quarter left (read with the era before), 100, still within the
+    /// room; with 45 % left, 116, so level 4.
     #[test]
     fn a_level_is_rated_for_the_eras_it_reads() {
         let era = |level: usize| 1i64 << ERA_SHIFTS[level];
@@ -1304,9 +1305,9 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
     /// time reached, not as two whole eras: 4 matches in a day and a half
     /// of 19-hour eras (counted as 5) are 53 in 12.7 days, 68 in the 27 %
     /// of one left and the one before, so level 5; as two whole eras
-    /// (107), it was level 4,
-    /// and an uncommon word at 1,000,000 messages read three more 19-hour
-    /// eras one by one before its 12.7-day era filled the page.
+    /// (107), it was level 4, and an uncommon word at 1,000,000 messages
+    /// read three more 19-hour eras one by one before its 12.7-day era
+    /// filled the page.
     #[test]
     fn a_sliver_counts_for_the_time_it_holds() {
         let era = |level: usize| 1i64 << ERA_SHIFTS[level];
