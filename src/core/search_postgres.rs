@@ -44,7 +44,8 @@
 //!    (their oldest and newest, index probes read with the first era
 //!    collected), so a rare word is an era or two, then the store; else
 //!    the level whose eras hold about a quarter below the time reached
-//!    ([`Counted::Below`]). That last step
+//!    ([`Counted::Below`]), or for threads the one above it when its
+//!    eras would not fill the page ([`Seen::level_to_fill`]). That last step
 //!    depends only on how many matches the eras hold, so an era's
 //!    statement also collects the whole store when they are few enough
 //!    (see [`collect_statement`]): a rare word's search is the walk and
