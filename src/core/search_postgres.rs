@@ -197,9 +197,10 @@ impl Documents {
     /// more often than not. At 1,000,000 messages, 102 matches of an
     /// uncommon word's threads took 0.68 ms in one collection against
     /// four 19-hour ones (0.86 ms and three round trips more; the search
-    /// 2.50 and 2.57 ms at p50 before, 1.98 and 2.05 after), while 171
-    /// sent messages of a medium word took 1.28 ms and its search went
-    /// from 2.33 and 2.46 ms to 2.53 and 2.83: none for messages.
+    /// 2.50 and 2.57 ms at p50 before, 1.97 and 1.94 after), while with
+    /// the rule for messages too, 171 sent messages of a medium word took
+    /// 1.28 ms and its search went from 2.33 and 2.46 ms to 2.53 and
+    /// 2.83: none for messages.
     fn fill_most(self, collect_max: i64) -> i64 {
         match self {
             Documents::Threads => collect_max / 2,
