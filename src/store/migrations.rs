@@ -416,6 +416,13 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         // `search_postgres::message_sides_index`: see `ddl`.
         postgres: "SELECT 1;",
     },
+    Migration {
+        version: 20,
+        name: "search functions planned once per connection",
+        sqlite: "SELECT 1;",
+        // `search_postgres::matching_functions`: see `ddl`.
+        postgres: "SELECT 1;",
+    },
 ];
 
 /// Received mail newest first (`GET /messages`). The index had every
@@ -571,6 +578,7 @@ fn ddl(m: &Migration, backend: Backend) -> String {
         (17, Backend::Postgres) => format!("{}{}", m.postgres, search_postgres::era_indexes()),
         (18, Backend::Postgres) => format!("{}{}", m.postgres, search_postgres::eras_function()),
         (19, Backend::Postgres) => search_postgres::message_sides_index(),
+        (20, Backend::Postgres) => search_postgres::matching_functions(),
         // An INTEGER PRIMARY KEY is SQLite's rowid: each new row's is above
         // every row's there is, which is all the order `seq` must keep.
         (_, Backend::Sqlite) => m.sqlite.replace("{SEQ}", "INTEGER PRIMARY KEY"),
