@@ -203,10 +203,10 @@ impl Documents {
     /// the rule for messages too, 171 sent messages of a medium word took
     /// 1.28 ms and its search went from 2.33 and 2.46 ms to 2.53 and
     /// 2.83: none for messages.
-    fn fill_most(self, collect_max: i64) -> i64 {
+    fn fill_most(self, collect_max: i64) -> Option<i64> {
         match self {
-            Documents::Threads => collect_max / 2,
-            Documents::Sent | Documents::Received => 0,
+            Documents::Threads => Some(collect_max / 2),
+            Documents::Sent | Documents::Received => None,
         }
     }
 
@@ -515,9 +515,9 @@ impl Seen {
     /// [`Seen::level`], or the era level above it when the eras of that
     /// level would not give the `missing` rows at the rate the page met
     /// them (one more than seen) and those of the level above would hold
-    /// at most `most` matches ([`Documents::fill_most`]; at half of
-    /// `collect_max` the eras read hold no more than it, as they hold at
-    /// most twice the estimate, [`Counted::Below`]). An uncommon word on
+    /// at most `most` matches (never if none: [`Documents::fill_most`]; at
+    /// half of `collect_max` the eras read hold no more than it, as they
+    /// hold at most twice the estimate, [`Counted::Below`]). An uncommon word on
     /// `/threads` at 1,000,000 messages, met 4 times in 15 hours, was 133
     /// matches in the 12.7-day eras (over the room of 100) and 6 rows in
     /// a 19-hour one, and read four 19-hour eras one by one to fill its
@@ -529,13 +529,13 @@ impl Seen {
         store: Option<i128>,
         at: i64,
         missing: usize,
-        most: i64,
+        most: Option<i64>,
     ) -> usize {
         let level = self.level(room, whole_room, store, at);
         let coarser = level + 1;
-        if coarser >= ERA_SHIFTS.len() {
+        let Some(most) = most.filter(|_| coarser < ERA_SHIFTS.len()) else {
             return level;
-        }
+        };
         let span = self.span.max(1);
         let rows = (self.rows + 1) as i128 * time_below(level, at) / span;
         let matches = self.counted() * time_below(coarser, at) / span;
@@ -1085,8 +1085,8 @@ AS $$ SELECT id, ph_message_time(direction, created_at, received_at) FROM messag
 /// Migration 20: the matching functions in PL/pgSQL, each planned once per
 /// connection. An SQL function that is not inlined (these set their own
 /// settings, so they are not) is parsed and planned on every call: 0.16 ms
-/// of planning for a lookup that ran in 0.05 (the index expression of the
-/// messages is long to match), about 0.25 ms per call in all, and a
+/// of planning for a lookup that ran in 0.05 (most of it matching the
+/// messages' long index expression), about 0.25 ms per call in all, and a
 /// search's collection calls one or two. PL/pgSQL keeps the plan of its
 /// query for the connection; with the generic plan forced (the lookup's
 /// plan is the index's bitmap whatever the words, as sequential and plain
@@ -1460,23 +1460,25 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         seen.add(4, hours_15);
         seen.took(4);
         assert_eq!(seen.level(100, 300, year, at), 4);
-        assert_eq!(seen.level_to_fill(100, 300, year, at, 22, 200), 5);
+        assert_eq!(seen.level_to_fill(100, 300, year, at, 22, Some(200)), 5);
         // Six rows are due in the 19-hour era: enough for five.
-        assert_eq!(seen.level_to_fill(100, 300, year, at, 5, 200), 4);
+        assert_eq!(seen.level_to_fill(100, 300, year, at, 5, Some(200)), 4);
         // Not when the eras above would hold more than `most`.
-        assert_eq!(seen.level_to_fill(100, 300, year, at, 22, 132), 4);
+        assert_eq!(seen.level_to_fill(100, 300, year, at, 22, Some(132)), 4);
+        // Nor for documents that never go up (messages).
+        assert_eq!(seen.level_to_fill(100, 300, year, at, 22, None), 4);
         // A list that took none of the matches (a mailbox of many): one row
         // due in a 19-hour era, so the level above even for five missing.
         let mut filtered = Seen::default();
         filtered.add(4, hours_15);
-        assert_eq!(filtered.level_to_fill(100, 300, year, at, 5, 200), 5);
+        assert_eq!(filtered.level_to_fill(100, 300, year, at, 5, Some(200)), 5);
         // The coarsest era level has none above it but the whole store,
         // which only the rate chooses.
         let mut sparse = Seen::default();
         sparse.add(1, 300 * 24 * 3_600_000_000);
         assert_eq!(sparse.level(100, 300, None, at), ERA_SHIFTS.len() - 1);
         assert_eq!(
-            sparse.level_to_fill(100, 300, None, at, 26, 200),
+            sparse.level_to_fill(100, 300, None, at, 26, Some(200)),
             ERA_SHIFTS.len() - 1
         );
     }
