@@ -30,8 +30,7 @@
 //!    the time the search has reached (and in the one before it, when less
 //!    than half of it is left: [`Eras`]), at the level where the rate the
 //!    walk met them at (two more than it met) would put about a quarter of
-//!    [`SearchBounds::collect_max`] matches in what it reads (after the
-//!    first collection, an eighth for messages: [`Documents::room`]). An era holding at
+//!    [`SearchBounds::collect_max`] matches in what it reads. An era holding at
 //!    most `collect_max` matches is collected: they are sorted by time,
 //!    joined to the list's rows until the page is full and filtered. More
 //!    than that, and the next finer level is asked (and coarser ones stay
@@ -44,7 +43,7 @@
 //!    three quarters of `collect_max` in the time the documents span
 //!    (their oldest and newest, index probes read with the first era
 //!    collected), so a rare word is an era or two, then the store; else
-//!    the level whose eras hold about that room below the time reached
+//!    the level whose eras hold about a quarter below the time reached
 //!    ([`Counted::Below`]), or for threads the one above it when its
 //!    eras would not fill the page ([`Seen::level_to_fill`]). That last step
 //!    depends only on how many matches the eras hold, so an era's
@@ -190,18 +189,6 @@ impl Documents {
             Documents::Sent => "s",
             Documents::Received => "r",
         }
-    }
-
-    /// The matches an era's level is chosen to hold (its estimate; it
-    /// holds at most twice that, [`Counted::Below`]): a quarter of
-    /// `collect_max` for threads, an eighth for messages, whose matches
-    /// cost a page each (see [`Documents::fill_most`]).
-    fn room(self, collect_max: i64) -> i64 {
-        let share = match self {
-            Documents::Threads => 4,
-            Documents::Sent | Documents::Received => 8,
-        };
-        (collect_max / share).max(1)
     }
 
     /// The most matches the eras of the level above may be estimated to
@@ -406,14 +393,9 @@ async fn search(
         return Ok(found.hits);
     }
     // An era is chosen to hold about a quarter of what may be collected.
-    // The walk's rate is a rough one (two more than it met), so its level
-    // is chosen for the threads' room whatever the documents: at an
-    // eighth, a word met in none of 50 received messages (about 50
-    // minutes of mail) would be read in 71-minute eras whenever the
-    // 19-hour era reached was a sliver read with the one before.
-    let mut level = first_level(&found, page, Documents::Threads.room(bounds.collect_max));
-    let room = list.documents.room(bounds.collect_max);
+    let room = (bounds.collect_max / 4).max(1);
     let whole = whole_room(bounds.collect_max);
+    let mut level = first_level(&found, page, room);
     let mut caps = Caps::default();
     let mut seen = Seen::default();
     // The time the store's documents span, read with the first era collected.
@@ -1355,29 +1337,6 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         assert_eq!(none.level(100, 300, year, at), all);
         // Not with the store's span unknown.
         assert_eq!(none.level(100, 300, None, at), all - 1);
-    }
-
-    /// A message's eras are chosen for half the matches of a thread's, as
-    /// each match is a page of its own, but the walk's rough rate gets the
-    /// threads' room. The medium word on `/messages` at 1,000,000 messages:
-    /// 5 received messages in 17 hours (a sparse newest day) put about 80
-    /// in the 12.7-day eras below; one such collection read 253-340 rows
-    /// (1.6 ms) where three 19-hour ones took 0.2 ms each.
-    #[test]
-    fn a_message_era_is_chosen_for_half_the_matches_of_a_thread_era() {
-        let hour = 3_600_000_000i64;
-        let year = Some(365 * 24 * hour as i128);
-        // Three quarters of a 12.7-day era below, mid-way in a 19-hour one.
-        let at = (1i64 << 50) + 3 * (1i64 << 38) + (1i64 << 35);
-        let mut seen = Seen::default();
-        seen.add(5, 17 * hour as i128);
-        let level =
-            |documents: Documents| seen.level(documents.room(400), whole_room(400), year, at);
-        assert_eq!(level(Documents::Threads), 5);
-        assert_eq!(level(Documents::Received), 4);
-        assert_eq!(level(Documents::Sent), 4);
-        assert_eq!(Documents::Threads.room(400), 100);
-        assert_eq!(Documents::Received.room(400), 50);
     }
 
     /// The era a search starts in counts only up to where it started: 90
