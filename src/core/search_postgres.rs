@@ -61,7 +61,8 @@
 //! so a collection is a bitmap scan of the index however the statistics
 //! read, and that keep one generic plan per connection
 //! ([`matching_functions`]).
-//! The walk looks each row's document up in a `LATERAL` aggregate and the
+//! The walk looks each thread's document up in a `LATERAL` aggregate (a
+//! message's is on the row it walks, checked in its select list) and the
 //! collection joins each match to its row in a `LATERAL … OFFSET 0`:
 //! neither can be pulled up into a join, so each is a probe by key per row,
 //! never a scan of every document (a correlated `EXISTS` can be: PostgreSQL
@@ -714,26 +715,44 @@ fn walk(
     let (docs, key, column, _) = list.documents.parts();
     let (table, alias) = list.documents.list();
     let time_col = list.documents.time_col();
-    // The window's order is the walk's, so the rows stream through it in
-    // order (no sort) and stop at the outer limit.
+    // A message's document is a column of its own row, read where the walk
+    // reads the row; a lookup by key per row (as a thread's document
+    // takes) read twice the buffers, its key's index three levels deep at
+    // 1,000,000 messages. The check is in the list's select list above
+    // its limit, so only the rows walked are checked (and after a sort,
+    // as PostgreSQL postpones a costly select list past sort and limit).
+    let own_row = docs == table;
     let mut sql = Sql::new(&format!(
-        "SELECT r.k, r.id, r.hit, r.n FROM (SELECT w.k, w.id, h.hit, \
+        "SELECT r.k, r.id, r.hit, r.n FROM (SELECT w.k, w.id, {hit}, \
          row_number() OVER (ORDER BY w.k DESC, w.id DESC) AS n \
-         FROM (SELECT {time_col} AS k, {alias}.id AS id FROM {table} {alias} WHERE 1 = 1"
+         FROM (SELECT {time_col} AS k, {alias}.id AS id",
+        hit = if own_row { "w.hit" } else { "h.hit" }
     ));
+    if own_row {
+        sql.push(&format!(", CASE WHEN {alias}.{column} @@ "));
+        push_query(&mut sql, words);
+        sql.push(" THEN 1 ELSE 0 END AS hit");
+    }
+    sql.push(&format!(" FROM {table} {alias} WHERE 1 = 1"));
     (list.filters)(&mut sql);
     Page {
         limit: chunk - 1,
         after,
     }
     .push(&mut sql, time_col, &format!("{alias}.id"));
+    sql.push(") w");
+    if !own_row {
+        sql.push(&format!(
+            " CROSS JOIN LATERAL (SELECT COUNT(*) AS hit FROM (SELECT 1 FROM {docs} d \
+             WHERE d.{key} = w.id AND d.{column} @@ "
+        ));
+        push_query(&mut sql, words);
+        sql.push(" LIMIT 1) x) h");
+    }
+    // The window's order is the walk's, so the rows stream through it in
+    // order (no sort) and stop at the outer limit.
     sql.push(&format!(
-        ") w CROSS JOIN LATERAL (SELECT COUNT(*) AS hit FROM (SELECT 1 FROM {docs} d \
-         WHERE d.{key} = w.id AND d.{column} @@ "
-    ));
-    push_query(&mut sql, words);
-    sql.push(&format!(
-        " LIMIT 1) x) h) r WHERE r.hit = 1 OR r.n = 1 OR r.n = {chunk} \
+        ") r WHERE r.hit = 1 OR r.n = 1 OR r.n = {chunk} \
          ORDER BY r.k DESC, r.id DESC LIMIT "
     ))
     .bind(hits + 2);
@@ -1936,6 +1955,46 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         let (loops, numbers) = lookups("nowhere").await;
         assert_eq!(loops, 50);
         assert_eq!(numbers, [1, 50]);
+    }
+
+    /// A message walk checks each row's own document where it reads the
+    /// row: one scan of `messages` (no lookup by key per row), checking
+    /// only the rows the page needs (and the one read ahead), or the chunk.
+    #[tokio::test]
+    async fn a_message_walk_checks_its_rows_in_place() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        spread_store(&db).await;
+        let direction = "CASE WHEN i % 2 = 0 THEN 'outbound' ELSE 'inbound' END";
+        messages_store(&db, 3000, direction, "0").await;
+        let list = message_list(Documents::Received);
+        for (word, scanned, numbers) in [
+            ("words", 11, (1..=10).collect::<Vec<i64>>()),
+            ("nowhere", 50, vec![1, 50]),
+        ] {
+            let walk = walk(&list, &[word.to_string()], None, 50, 8);
+            let mut tx = db.list_read(false).await.unwrap();
+            let plan = walk
+                .prefixed("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ")
+                .fetch_all(&mut *tx)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.text("QUERY PLAN").unwrap())
+                .collect::<Vec<_>>()
+                .join("\n");
+            let rows = walk.fetch_all(&mut *tx).await.unwrap();
+            tx.rollback().await.unwrap();
+            assert_eq!(plan.matches(" on messages").count(), 1, "{plan}");
+            let scan = plan
+                .lines()
+                .find(|l| l.contains(" on messages"))
+                .unwrap_or_default();
+            assert!(scan.contains(&format!("rows={scanned} ")), "{plan}");
+            let walked: Vec<i64> = rows.iter().map(|r| r.int("n").unwrap()).collect();
+            assert_eq!(walked, numbers, "{word}");
+        }
     }
 
     /// `whole_within` is `Seen::level`'s rule: an era holding that many
