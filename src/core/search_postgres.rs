@@ -1777,6 +1777,14 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         .unwrap();
     }
 
+    /// [`spread_store`] and 3,000 messages with the word `words`, every
+    /// other one sent, the others received.
+    async fn both_sides_store(db: &Db) {
+        spread_store(db).await;
+        let direction = "CASE WHEN i % 2 = 0 THEN 'outbound' ELSE 'inbound' END";
+        messages_store(db, 3000, direction, "0").await;
+    }
+
     fn sent_mail(sql: &mut Sql) {
         sql.push(" AND m.direction = 'outbound' AND m.is_draft = 0");
     }
@@ -1805,10 +1813,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         let Some(db) = crate::store::tests::fresh_postgres().await else {
             return;
         };
-        spread_store(&db).await;
-        // 3,000 messages, sent and received.
-        let direction = "CASE WHEN i % 2 = 0 THEN 'outbound' ELSE 'inbound' END";
-        messages_store(&db, 3000, direction, "0").await;
+        both_sides_store(&db).await;
         for documents in [Documents::Threads, Documents::Sent, Documents::Received] {
             let statement = format!("SELECT {}", documents.ends());
             for analyzed in [false, true] {
@@ -1903,6 +1908,25 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         tx.rollback().await.unwrap();
     }
 
+    /// A walk of `list`'s first 50 rows for 8 hits of `word`: its plan as
+    /// run (`EXPLAIN ANALYZE`, a line each) and the numbers of the rows it
+    /// returned.
+    async fn walked(db: &Db, list: &SearchedList<'_>, word: &str) -> (Vec<String>, Vec<i64>) {
+        let walk = walk(list, &[word.to_string()], None, 50, 8);
+        let mut tx = db.list_read(false).await.unwrap();
+        let plan = walk
+            .prefixed("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ")
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.text("QUERY PLAN").unwrap())
+            .collect();
+        let rows = walk.fetch_all(&mut *tx).await.unwrap();
+        tx.rollback().await.unwrap();
+        (plan, rows.iter().map(|r| r.int("n").unwrap()).collect())
+    }
+
     /// A walk stops once its page is full: a word in every document looks
     /// up the documents of the rows the page needs (and one more, read
     /// ahead), not the whole chunk; a word in none looks up the chunk and
@@ -1916,23 +1940,10 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         let everything = |_: &mut Sql| {};
         let list = thread_list(&everything, false);
         // The document lookups of a walk of 50 rows for 8 hits.
-        let lookups = |word: &str| {
-            let words = [word.to_string()];
-            let walk = walk(&list, &words, None, 50, 8);
-            let db = &db;
+        let lookups = |word: &'static str| {
+            let (db, list) = (&db, &list);
             async move {
-                let mut tx = db.list_read(false).await.unwrap();
-                let explain = walk
-                    .prefixed("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ")
-                    .fetch_all(&mut *tx)
-                    .await
-                    .unwrap();
-                let rows = walk.fetch_all(&mut *tx).await.unwrap();
-                tx.rollback().await.unwrap();
-                let plan: Vec<String> = explain
-                    .iter()
-                    .map(|r| r.text("QUERY PLAN").unwrap())
-                    .collect();
+                let (plan, numbers) = walked(db, list, word).await;
                 // One aggregate per row looked up, whichever scan it runs.
                 let probe = plan
                     .iter()
@@ -1943,7 +1954,6 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
                     .next()
                     .and_then(|n| n.trim_end_matches(')').parse().ok())
                     .unwrap_or_else(|| panic!("{probe}"));
-                let numbers: Vec<i64> = rows.iter().map(|r| r.int("n").unwrap()).collect();
                 (loops, numbers)
             }
         };
@@ -1965,34 +1975,20 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         let Some(db) = crate::store::tests::fresh_postgres().await else {
             return;
         };
-        spread_store(&db).await;
-        let direction = "CASE WHEN i % 2 = 0 THEN 'outbound' ELSE 'inbound' END";
-        messages_store(&db, 3000, direction, "0").await;
+        both_sides_store(&db).await;
         let list = message_list(Documents::Received);
         for (word, scanned, numbers) in [
             ("words", 11, (1..=10).collect::<Vec<i64>>()),
             ("nowhere", 50, vec![1, 50]),
         ] {
-            let walk = walk(&list, &[word.to_string()], None, 50, 8);
-            let mut tx = db.list_read(false).await.unwrap();
-            let plan = walk
-                .prefixed("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ")
-                .fetch_all(&mut *tx)
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| r.text("QUERY PLAN").unwrap())
-                .collect::<Vec<_>>()
-                .join("\n");
-            let rows = walk.fetch_all(&mut *tx).await.unwrap();
-            tx.rollback().await.unwrap();
+            let (plan, walked) = walked(&db, &list, word).await;
+            let plan = plan.join("\n");
             assert_eq!(plan.matches(" on messages").count(), 1, "{plan}");
             let scan = plan
                 .lines()
                 .find(|l| l.contains(" on messages"))
                 .unwrap_or_default();
             assert!(scan.contains(&format!("rows={scanned} ")), "{plan}");
-            let walked: Vec<i64> = rows.iter().map(|r| r.int("n").unwrap()).collect();
             assert_eq!(walked, numbers, "{word}");
         }
     }
