@@ -290,9 +290,6 @@ struct Found {
     after: Option<(i64, String)>,
     /// The time of the first row it walked.
     first_at: Option<i64>,
-    /// The rows of the list its walks read (read only while the page is
-    /// not full, when each walk read its whole chunk).
-    walked: i64,
 }
 
 impl Found {
@@ -300,17 +297,17 @@ impl Found {
         self.hits.len() >= self.wanted
     }
 
-    /// Whether `chunk` rows more of the list would fill the page, at the
+    /// Whether as many rows of the list again as the walk read (`walked`,
+    /// all of them, as the page is not full) would fill the page, at the
     /// rate the walk met the words (its hits are all the search has), with
     /// half as many again to spare. Walking on costs a few microseconds a
     /// row where a collection costs a statement and its matches: a word in
     /// 10 % of the mail is in about 40 % of the threads, and at 1,000,000
     /// messages its search met 20 in the first 50 and collected twice
     /// (0.4 and 0.8 ms) for the six rows the page still missed.
-    fn next_walk_fills(&self, chunk: i64) -> bool {
-        let missing = self.wanted.saturating_sub(self.hits.len()) as i128;
-        let hits = self.hits.len() as i128;
-        hits * chunk as i128 * 2 >= missing * self.walked.max(1) as i128 * 3
+    fn next_walk_fills(&self) -> bool {
+        let missing = self.wanted.saturating_sub(self.hits.len());
+        self.hits.len() * 2 >= missing * 3
     }
 
     /// The time the search started from: the page's cursor, or the first
@@ -359,7 +356,6 @@ impl Found {
             .fetch_all(&mut *conn)
             .await?;
         let mut chunk_walked = false;
-        self.walked += chunk;
         for r in &rows {
             let key = (r.int("k")?, r.text("id")?);
             self.first_at.get_or_insert(key.0);
@@ -406,11 +402,10 @@ async fn search(
         wanted: (page.limit + 1) as usize,
         after: page.after.clone(),
         first_at: None,
-        walked: 0,
     };
     let first_walk = bounds.first_walk.max(1);
     let mut going_on = found.walk(conn, list, words, first_walk).await?;
-    if going_on && !found.full() && found.next_walk_fills(first_walk) {
+    if going_on && !found.full() && found.next_walk_fills() {
         going_on = found.walk(conn, list, words, first_walk).await?;
     }
     if !going_on || found.full() {
@@ -1274,6 +1269,19 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         }
     }
 
+    /// A search for a page of 26 that has walked from 1000 to 990 and met
+    /// `hits` there.
+    fn found(hits: usize) -> Found {
+        Found {
+            hits: (0..hits as i64)
+                .map(|k| (1000 - k, format!("th{k}")))
+                .collect(),
+            wanted: 26,
+            after: Some((990, "th9".into())),
+            first_at: Some(1000),
+        }
+    }
+
     /// A collection of `era` from `top` that neither reads the documents'
     /// ends nor collects the whole store with the era.
     fn ask(era: Option<Eras>, top: i64, max: i64) -> Ask {
@@ -1423,7 +1431,6 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             wanted: 26,
             after: Some((top - hour * 9 / 2, "b".into())),
             first_at: Some(top),
-            walked: 0,
         };
         assert_eq!(first_level(&found, &page, 100), 4);
         found.hits.clear();
@@ -1535,15 +1542,6 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         let list = thread_list(&everything, false);
         let words = vec!["word".to_string()];
         let era = Some(Eras::reached(ERA_SHIFTS[3], 1 << 40));
-        let found = |hits: usize| Found {
-            hits: (0..hits as i64)
-                .map(|k| (1000 - k, format!("th{k}")))
-                .collect(),
-            wanted: 26,
-            after: Some((990, "th9".into())),
-            first_at: Some(1000),
-            walked: 0,
-        };
         let text = |hits: usize| {
             collect_statement(&list, &words, &found(hits).rest(), ask(era, 1000, 400))
                 .text()
@@ -1563,23 +1561,15 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
     /// with half as many again to spare.
     #[test]
     fn a_walk_goes_on_where_its_rate_fills_the_page() {
-        let walked = |hits: usize, walked: i64| Found {
-            hits: (0..hits as i64)
-                .map(|k| (1000 - k, format!("th{k}")))
-                .collect(),
-            wanted: 26,
-            after: Some((900, "th".into())),
-            first_at: Some(1000),
-            walked,
-        };
-        // 20 in 50: 20 more due in the next 50, 6 missing.
-        assert!(walked(20, 50).next_walk_fills(50));
+        // 20 met: 20 more due in as many rows again, 6 missing.
+        assert!(found(20).next_walk_fills());
         // 10 due, 16 missing.
-        assert!(!walked(10, 50).next_walk_fills(50));
-        // 15 due, 10 missing: exactly half again.
-        assert!(walked(16, 50).next_walk_fills(50));
-        assert!(!walked(15, 50).next_walk_fills(50));
-        assert!(!walked(0, 50).next_walk_fills(50));
+        assert!(!found(10).next_walk_fills());
+        // 16 due, 10 missing: half as many again and more.
+        assert!(found(16).next_walk_fills());
+        // 15 due, 11 missing: short of half again.
+        assert!(!found(15).next_walk_fills());
+        assert!(!found(0).next_walk_fills());
     }
 
     /// The calls of the matching functions (collections) a search of
