@@ -50,8 +50,9 @@
 //!    eras would not fill the page ([`Seen::level_to_fill`]). That last step
 //!    depends only on how many matches the eras hold, so an era's
 //!    statement also collects the whole store when they are few enough
-//!    (see [`collect_statement`]): a rare word's search is the walk and
-//!    two statements where it was four. A word of any
+//!    (see [`collect_statement`]; the first era's, on the ends it reads):
+//!    a rare word's search is the walk and one or two statements where it
+//!    was four. A word of any
 //!    frequency costs a few lookups and at most `collect_max` matches per
 //!    era, and no lookup reads a common word's whole posting list.
 //! 3. **Walk on**: only if even the finest era (about a second) holds more
@@ -430,11 +431,11 @@ async fn search(
             top,
             max: bounds.collect_max,
             with_ends: era.is_some() && store_span.is_none(),
-            whole_within: match (era, store_span) {
-                (Some(eras), Some(store)) if caps.is_empty() => {
-                    seen.whole_within(whole, store, eras.span_below(top))
+            whole: match era {
+                Some(eras) if caps.is_empty() => {
+                    Some(seen.whole_rule(whole, eras.span_below(top), store_span))
                 }
-                _ => -1,
+                _ => None,
             },
         };
         let Collected {
@@ -593,12 +594,33 @@ impl Seen {
         self.matches as i128 + 1
     }
 
-    /// The most matches eras spanning `span` may add for [`Seen::level`]
-    /// to choose the whole store after them, or -1 if none would.
-    fn whole_within(&self, whole_room: i64, store: i128, span: i128) -> i64 {
-        let most = whole_room as i128 * (self.span + span.max(1)) / store.max(1);
-        (most - self.counted()).clamp(-1, i64::MAX as i128) as i64
+    /// [`Seen::level`]'s rule for the whole store to follow eras spanning
+    /// `span`, for a statement to check on the matches they hold: `store`
+    /// is the time the documents span, or none where that statement reads
+    /// their ends itself.
+    fn whole_rule(&self, whole_room: i64, span: i128, store: Option<i128>) -> WholeRule {
+        let bounded = |v: i128| v.clamp(1, i64::MAX as i128) as i64;
+        WholeRule {
+            counted: bounded(self.counted()),
+            room_span: bounded(whole_room as i128 * (self.span + span.max(1))),
+            store: store.map(bounded),
+        }
     }
+}
+
+/// When eras' matches at or below where the search started (`below`) make
+/// [`Seen::level`] choose the whole store next: `(below + counted) * store
+/// <= room_span`, checked by the eras' statement ([`collect_statement`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WholeRule {
+    /// The matches seen before these eras, one more ([`Seen::counted`]).
+    counted: i64,
+    /// The whole store's room times the time seen, these eras' with it.
+    room_span: i64,
+    /// The time the documents span; none: read with the eras (the first
+    /// collection's [`Ask::with_ends`]), so that a rare word's first era
+    /// brings the whole store, a statement fewer.
+    store: Option<i64>,
 }
 
 /// The most matches the whole store is collected for, as the rate seen
@@ -854,10 +876,10 @@ struct Ask {
     max: i64,
     /// Read the documents' ends too ([`Documents::ends`]).
     with_ends: bool,
-    /// The most matches at or below `top` the eras may hold for the whole
-    /// store to be collected next ([`Seen::whole_within`]), -1 for never;
-    /// if they hold no more, it is collected in the same statement.
-    whole_within: i64,
+    /// The rule by which the eras' matches choose the whole store next
+    /// ([`Seen::whole_rule`]), none for never; if they meet it, it is
+    /// collected in the same statement.
+    whole: Option<WholeRule>,
 }
 
 /// The documents holding the words (in the eras asked, or all of them), up
@@ -871,8 +893,8 @@ struct Ask {
 /// The step after eras used up is often the whole store (a rare word: an
 /// era or two, then everything), and whether it is depends only on how
 /// many matches the eras hold. So when the rule could choose it, the
-/// statement takes its answer as a bound (`whole_within`) and, if the
-/// eras hold no more, collects the whole store too (PostgreSQL reads it
+/// statement checks it ([`WholeRule`]; the first collection on the ends
+/// it reads) and, if the eras meet it, collects the whole store too (PostgreSQL reads it
 /// only then: a one-time filter): its page is the page (the eras' matches
 /// are its newest below the cursor), a round trip and a statement fewer.
 /// Past `max`, the eras' page is kept and the search goes on as if the
@@ -880,8 +902,8 @@ struct Ask {
 ///
 /// Everything that changes from one collection of a search to the next is
 /// a bound value (the page's limit is the whole page's: [`Found::rest`]),
-/// so a list and page size have four texts (eras, the first eras, eras
-/// the store may come with, the whole store).
+/// so a list and page size have four texts (the first eras, with the
+/// documents' ends, eras, eras the store may come with, the whole store).
 fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask: Ask) -> Sql {
     let (_, _, _, matches) = list.documents.parts();
     let side = list.documents.side();
@@ -925,12 +947,27 @@ fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask
             sql.push("CAST(NULL AS BIGINT)");
         }
     }
-    sql.push(" AS next_at)");
-    let (source, whole_n) = if ask.era.is_some() && ask.whole_within >= 0 {
+    sql.push(" AS next_at");
+    if ask.with_ends {
+        sql.push(&format!(", {}", list.documents.ends()));
+    }
+    sql.push(")");
+    let (source, whole_n) = if let (Some(_), Some(rule)) = (ask.era, ask.whole) {
         sql.push(", g AS MATERIALIZED (SELECT e.n <= ")
             .bind(ask.max)
-            .push(" AND e.below_top <= ")
-            .bind(ask.whole_within)
+            .push(" AND CAST(e.below_top + ")
+            .bind(rule.counted)
+            .push(" AS NUMERIC) * ");
+        // Where it is not known, `documents_span` of the ends read above.
+        match rule.store {
+            Some(store) => sql.bind(store),
+            None => sql
+                .push("GREATEST(GREATEST(e.newest, ")
+                .bind(ask.top)
+                .push(") - e.oldest, 1)"),
+        };
+        sql.push(" <= ")
+            .bind(rule.room_span)
             .push(" AS go FROM e), w AS MATERIALIZED (SELECT * FROM (");
         push_matches(&mut sql, None);
         sql.push(") s WHERE (SELECT go FROM g)), u AS MATERIALIZED (SELECT (SELECT go FROM g) AND (SELECT COUNT(*) FROM w) <= ")
@@ -948,7 +985,7 @@ fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask
         " SELECT e.n AS n, e.below_top AS below_top, e.next_at AS next_at, {whole_n} AS whole_n"
     ));
     if ask.with_ends {
-        sql.push(&format!(", {}", list.documents.ends()));
+        sql.push(", e.oldest AS oldest, e.newest AS newest");
     }
     // The page among the matches, newest first, each joined to its row of
     // the list (by key, never a scan) until it is full.
@@ -1290,7 +1327,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             top,
             max,
             with_ends: false,
-            whole_within: -1,
+            whole: None,
         }
     }
 
@@ -2084,10 +2121,10 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         }
     }
 
-    /// `whole_within` is `Seen::level`'s rule: an era holding that many
-    /// matches more is followed by the whole store, one more is not.
+    /// `whole_rule` is `Seen::level`'s rule: eras holding as many matches
+    /// as it admits are followed by the whole store, one more is not.
     #[test]
-    fn the_whole_store_follows_eras_holding_at_most_whole_within() {
+    fn the_whole_store_follows_eras_that_meet_its_rule() {
         let at = (1i64 << 50) - 1;
         let day = 24 * 3_600_000_000i128;
         for (matches, span) in [(0, 1), (0, day), (3, 20 * day), (40, 30 * day)] {
@@ -2095,7 +2132,11 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
                 for era_span in [1, day / 24, 13 * day, 200 * day] {
                     let mut seen = Seen::default();
                     seen.add(matches, span);
-                    let within = seen.whole_within(300, store, era_span);
+                    let rule = seen.whole_rule(300, era_span, Some(store));
+                    assert_eq!(rule.store, Some(store as i64));
+                    // The statement's check ([`collect_statement`]).
+                    let meets =
+                        |held: i64| (held + rule.counted) as i128 * store <= rule.room_span as i128;
                     let level_after = |held: i64| {
                         let mut after = Seen::default();
                         after.add(matches, span);
@@ -2103,20 +2144,24 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
                         after.level(100, 300, Some(store), at)
                     };
                     let case = format!("{matches} in {span}, store {store}, era {era_span}");
-                    if within >= 0 {
-                        assert_eq!(level_after(within), ERA_SHIFTS.len(), "{case}");
+                    for held in 0..400 {
+                        assert_eq!(
+                            meets(held),
+                            level_after(held) == ERA_SHIFTS.len(),
+                            "{case}, {held} held"
+                        );
                     }
-                    assert!(level_after(within + 1) < ERA_SHIFTS.len(), "{case}");
                 }
             }
         }
     }
 
-    /// An era collection asked to collect the whole store when the era
-    /// holds at most `whole_within` matches does so in the same statement:
-    /// its page is then the store's; if the store holds more than `max`,
-    /// the era's page is kept and the count says so; asked for never, the
-    /// store is not read.
+    /// An era collection asked to collect the whole store when the eras
+    /// meet its rule does so in the same statement: its page is then the
+    /// store's; if the store holds more than `max`, the era's page is kept
+    /// and the count says so; asked for never, or by a rule the eras do not
+    /// meet, the store is not read. The first collection checks the rule
+    /// on the documents' ends it reads.
     #[tokio::test]
     async fn the_whole_store_comes_with_an_era_that_meets_its_rule() {
         let Some(db) = crate::store::tests::fresh_postgres().await else {
@@ -2133,9 +2178,10 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         // apart), at the finest level: a few of each word, none "rare".
         let newest = 1_790_000_000_000_000 + 49 * 1000;
         let era = Some(Eras::reached(ERA_SHIFTS[0], newest));
-        let run = async |word: &str, whole_within: i64, max: i64| {
+        let run = async |word: &str, whole: Option<WholeRule>, max: i64| {
             let with_store = Ask {
-                whole_within,
+                with_ends: whole.is_some_and(|rule| rule.store.is_none()),
+                whole,
                 ..ask(era, newest, max)
             };
             let words = vec![word.to_string()];
@@ -2147,20 +2193,45 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
             let ids: Vec<String> = got.page_rows.into_iter().map(|(_, id)| id).collect();
             (got.matches, got.whole_matches, ids)
         };
+        // The eras' matches (with one more) times the store's span, at most
+        // `room_span`.
+        let rule = |counted: i64, room_span: i64, store: Option<i64>| {
+            Some(WholeRule {
+                counted,
+                room_span,
+                store,
+            })
+        };
         let rare = sorted(&db, "rare", None).await;
         assert_eq!(rare.len(), 3);
-        let (in_era, whole, ids) = run("rare", 10, 400).await;
+        let (in_era, whole, ids) = run("rare", rule(1, 10, Some(1)), 400).await;
         assert!(in_era < 3);
         assert_eq!(whole, Some(3));
         assert_eq!(ids, rare);
-        let (in_era, whole, ids) = run("rare", -1, 400).await;
+        let (in_era, whole, ids) = run("rare", None, 400).await;
         assert_eq!((whole, ids.len() as i64), (None, in_era));
         // More than `max` in the store: the era's page, the store's count.
-        let (in_era, whole, ids) = run("tenth", 10, 20).await;
+        let (in_era, whole, ids) = run("tenth", rule(1, 10_000, Some(1)), 20).await;
         assert_eq!(whole, Some(21));
         assert_eq!(ids.len() as i64, in_era);
-        // Eras holding more than `whole_within`: not read.
-        let (_, whole, _) = run("tenth", in_era - 1, 400).await;
+        // Eras holding more than the rule admits: not read.
+        let (_, whole, _) = run("tenth", rule(1, in_era, Some(1)), 400).await;
+        assert_eq!(whole, None);
+        let (_, whole, _) = run("tenth", rule(1, in_era + 1, Some(1)), 400).await;
+        assert_eq!(whole, Some(30));
+        // The first collection: the store's span is its documents' ends
+        // (`documents_span`), read in the same statement.
+        let ends =
+            Sql::new("SELECT MIN(last_message_at) AS lo, MAX(last_message_at) AS hi FROM threads")
+                .fetch_one(db.writer())
+                .await
+                .unwrap();
+        let span = ends.int("hi").unwrap() - ends.int("lo").unwrap();
+        let (in_era, _, _) = run("rare", None, 400).await;
+        let room_span = (in_era + 1) * span;
+        let (_, whole, ids) = run("rare", rule(1, room_span, None), 400).await;
+        assert_eq!((whole, ids), (Some(3), rare));
+        let (_, whole, _) = run("rare", rule(1, room_span - 1, None), 400).await;
         assert_eq!(whole, None);
     }
 
