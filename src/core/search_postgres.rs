@@ -1664,7 +1664,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             .unwrap();
         // The counts of earlier transactions of the connection may not be
         // reported yet (at most once a second), so they are read before.
-        let mut counted = async |tx: &mut sqlx::Transaction<'static, sqlx::Any>| {
+        let counted = async |tx: &mut sqlx::Transaction<'static, sqlx::Any>| {
             Sql::new(
                 "SELECT CAST(COALESCE(SUM(calls), 0) AS BIGINT) AS n \
                  FROM pg_stat_xact_user_functions WHERE funcname = 'ph_thread_matches'",
