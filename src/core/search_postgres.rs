@@ -409,7 +409,7 @@ async fn search(
         first_at: None,
     };
     let first_walk = bounds.first_walk.max(1);
-    let mut going_on = found.walk(conn, list, words, 2 * first_walk).await?;
+    let mut going_on = found.walk(conn, list, words, first_walk).await?;
     if going_on && !found.full() && found.next_walk_fills() {
         going_on = found.walk(conn, list, words, 2 * first_walk).await?;
     }
@@ -1708,6 +1708,15 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         };
         let (calls, page) = collections_of(&db, "half", 25, far).await;
         assert_eq!(calls, 0);
+        assert_eq!(page, sorted(&db, "half", None).await[..26]);
+        // Met 8 times in the newest 16, 18 missing: collected. (A first
+        // walk of twice its rows, met 16 times, would have walked on.)
+        let short = SearchBounds {
+            first_walk: 16,
+            ..SearchBounds::default()
+        };
+        let (calls, page) = collections_of(&db, "half", 25, short).await;
+        assert!(calls >= 1);
         assert_eq!(page, sorted(&db, "half", None).await[..26]);
         // A word too sparse for it is collected.
         let (calls, page) = collections_of(&db, "tenth", 14, bounds).await;
