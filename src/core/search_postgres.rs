@@ -422,15 +422,16 @@ async fn search(
     let mut level = first_level(&found, page, room);
     let mut caps = Caps::default();
     let mut seen = Seen::default();
-    // The time the store's documents span, and the oldest's, read with the
+    // The times of the store's oldest and newest documents, read with the
     // first era collected.
-    let mut store_span = None;
-    let mut oldest = None;
+    let mut ends: Option<Ends> = None;
     // Where the search started: matches above it are in no span it has seen.
     let top = found.top(page).unwrap_or(i64::MAX);
     // The time of the list's row the search has reached.
     let mut at = found.reached();
     loop {
+        let store_span = ends.map(|ends| ends.span(top));
+        let oldest = ends.and_then(|ends| ends.oldest);
         let era = eras_or_store(level, at, oldest.filter(|_| caps.store_open(at)));
         if era.is_none() {
             level = ERA_SHIFTS.len();
@@ -439,7 +440,7 @@ async fn search(
             era,
             top,
             max: bounds.collect_max,
-            with_ends: era.is_some() && store_span.is_none(),
+            with_ends: era.is_some() && ends.is_none(),
             whole: match era {
                 Some(eras) if caps.is_empty() => {
                     Some(seen.whole_rule(whole, eras.span_below(top), store_span))
@@ -452,14 +453,10 @@ async fn search(
             below_top,
             page_rows,
             next_at,
-            span,
-            oldest: oldest_read,
+            ends: ends_read,
             whole_matches,
         } = collect(conn, list, words, &found.rest(), ask).await?;
-        if span.is_some() {
-            oldest = oldest_read;
-        }
-        store_span = store_span.or(span);
+        ends = ends.or(ends_read);
         if whole_matches.is_some_and(|n| n <= bounds.collect_max) {
             // The whole store came with the eras: the page is its.
             found.take(page_rows);
@@ -644,14 +641,24 @@ fn whole_room(collect_max: i64) -> i64 {
     (collect_max * 3 / 4).max(1)
 }
 
-/// The time the documents span: from the oldest to the newest (or to
-/// `top`, where the search started, if later), at least 1.
-fn documents_span(oldest: Option<i64>, newest: Option<i64>, top: i64) -> i128 {
-    let Some(oldest) = oldest else {
-        return 1;
-    };
-    let newest = newest.unwrap_or(top).max(top);
-    (newest as i128 - oldest as i128).max(1)
+/// The times of a list's oldest and newest documents ([`Documents::ends`]),
+/// none if it has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ends {
+    oldest: Option<i64>,
+    newest: Option<i64>,
+}
+
+impl Ends {
+    /// The time the documents span: from the oldest to the newest (or to
+    /// `top`, where the search started, if later), at least 1.
+    fn span(self, top: i64) -> i128 {
+        let Some(oldest) = self.oldest else {
+            return 1;
+        };
+        let newest = self.newest.unwrap_or(top).max(top);
+        (newest as i128 - oldest as i128).max(1)
+    }
 }
 
 /// What of the eras a level would read its estimate counts.
@@ -848,12 +855,8 @@ struct Collected {
     /// The time of the list's first row below the eras collected (none if
     /// the list ends there, or the whole store was collected).
     next_at: Option<i64>,
-    /// The time the documents span ([`documents_span`]), if their ends
-    /// were asked for.
-    span: Option<i128>,
-    /// The time of the oldest document, if their ends were asked for and
-    /// there is one.
-    oldest: Option<i64>,
+    /// The documents' ends, if they were asked for.
+    ends: Option<Ends>,
     /// The matches in the whole store (up to `max + 1`), if it was
     /// collected with the eras (then `page_rows` are its, unless more
     /// than `max`).
@@ -878,7 +881,10 @@ async fn collect(
             r.int("below_top")?,
             r.opt_int("next_at")?,
             match ask.with_ends {
-                true => Some((r.opt_int("oldest")?, r.opt_int("newest")?)),
+                true => Some(Ends {
+                    oldest: r.opt_int("oldest")?,
+                    newest: r.opt_int("newest")?,
+                }),
                 false => None,
             },
             r.opt_int("whole_n")?,
@@ -896,8 +902,7 @@ async fn collect(
         below_top,
         page_rows,
         next_at,
-        span: ends.map(|(oldest, newest)| documents_span(oldest, newest, ask.top)),
-        oldest: ends.and_then(|(oldest, _)| oldest),
+        ends,
         whole_matches,
     })
 }
@@ -995,7 +1000,7 @@ fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask
             .push(" AND CAST(e.below_top + ")
             .bind(rule.counted)
             .push(" AS NUMERIC) * ");
-        // Where it is not known, `documents_span` of the ends read above.
+        // Where it is not known, the span of the ends read above (`Ends::span`).
         match rule.store {
             Some(store) => sql.bind(store),
             None => sql
@@ -1692,34 +1697,26 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             return;
         };
         spread_store(&db).await;
-        let bounds = SearchBounds {
-            first_walk: 20,
+        let walking = |first_walk| SearchBounds {
+            first_walk,
             ..SearchBounds::default()
         };
-        let (calls, page) = collections_of(&db, "half", 14, bounds).await;
+        let (calls, page) = collections_of(&db, "half", 14, walking(20)).await;
         assert_eq!(calls, 0);
         assert_eq!(page, sorted(&db, "half", None).await[..15]);
         // Met 12 times in the newest 24 threads (every other one), 14
         // missing: walked on twice as far, where as far again would leave
         // the page two short.
-        let far = SearchBounds {
-            first_walk: 24,
-            ..SearchBounds::default()
-        };
-        let (calls, page) = collections_of(&db, "half", 25, far).await;
+        let (calls, page) = collections_of(&db, "half", 25, walking(24)).await;
         assert_eq!(calls, 0);
         assert_eq!(page, sorted(&db, "half", None).await[..26]);
         // Met 8 times in the newest 16, 18 missing: collected. (A first
         // walk of twice its rows, met 16 times, would have walked on.)
-        let short = SearchBounds {
-            first_walk: 16,
-            ..SearchBounds::default()
-        };
-        let (calls, page) = collections_of(&db, "half", 25, short).await;
+        let (calls, page) = collections_of(&db, "half", 25, walking(16)).await;
         assert!(calls >= 1);
         assert_eq!(page, sorted(&db, "half", None).await[..26]);
         // A word too sparse for it is collected.
-        let (calls, page) = collections_of(&db, "tenth", 14, bounds).await;
+        let (calls, page) = collections_of(&db, "tenth", 14, walking(20)).await;
         assert!(calls >= 1);
         assert_eq!(page, sorted(&db, "tenth", None).await[..15]);
     }
@@ -2084,7 +2081,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
                 ..ask(era, 0, 400)
             };
             let collected = collect(&mut tx, list, &words, &page, ends).await.unwrap();
-            collected.span.unwrap()
+            collected.ends.unwrap().span(0)
         };
         let span = span_of(&threads).await;
         // Each side's own: sent mail is the even messages (2 to 3,000),
@@ -2323,7 +2320,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         let (_, whole, _) = run("tenth", rule(1, in_era + 1, Some(1)), 400).await;
         assert_eq!(whole, Some(30));
         // The first collection: the store's span is its documents' ends
-        // (`documents_span`), read in the same statement.
+        // (`Ends::span`), read in the same statement.
         let ends =
             Sql::new("SELECT MIN(last_message_at) AS lo, MAX(last_message_at) AS hi FROM threads")
                 .fetch_one(db.writer())
