@@ -120,28 +120,11 @@ async fn page_of(
             }
             let list = search_postgres::SearchedList {
                 documents,
+                columns: SUMMARY_COLUMNS,
                 filters,
                 narrowed,
             };
-            let ids = search_postgres::page_ids(db, &list, &words, page, bounds).await?;
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            let list: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
-            let mut q = Sql::new(&format!(
-                "SELECT {SUMMARY_COLUMNS} FROM messages m WHERE m.id IN "
-            ));
-            q.bind_list(&list);
-            let rows = q
-                .fetch_all(db.reader())
-                .await?
-                .iter()
-                .map(Message::summary_from_row)
-                .collect::<Result<Vec<_>, _>>()?;
-            return Ok(search_postgres::in_order(&ids, rows, |m| m.id.as_str())
-                .into_iter()
-                .map(|(_, m)| m)
-                .collect());
+            search_postgres::page_rows(db, &list, &words, page, bounds).await?
         }
         (_, text) => {
             let mut q = Sql::new(&format!(

@@ -59,6 +59,10 @@
 //!    than `collect_max` matches: the words are so dense there that the
 //!    walk meets them at once.
 //!
+//! Each step returns the page's rows with the list's columns
+//! ([`SearchedList::columns`]): the walk reads them where it checks the
+//! words, a collection where it joins a match to its row.
+//!
 //! The GIN index is read through PL/pgSQL functions that turn sequential
 //! and plain index scans off (`ph_thread_matches`, `ph_message_matches`),
 //! so a collection is a bitmap scan of the index however the statistics
@@ -75,6 +79,7 @@
 use crate::core::paging::Page;
 use crate::sql;
 use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
 
 use crate::store::{Db, RowExt, Sql};
 
@@ -270,6 +275,12 @@ impl Default for SearchBounds {
 /// are made of (`last_message_at`; a message's `ph_message_time`).
 pub struct SearchedList<'a> {
     pub documents: Documents,
+    /// The columns a page's rows are read with, written on the list's
+    /// alias, its `id` among them: the statements that find the rows
+    /// return them, where a statement of their own after the search read
+    /// each row again by its key (0.1–0.23 ms a page at 1,000,000
+    /// messages).
+    pub columns: &'a str,
     pub filters: &'a (dyn Fn(&mut Sql) + Sync),
     /// One of the filters has an index holding only its rows (see
     /// [`Db::list_read`]).
@@ -283,9 +294,10 @@ fn push_query(sql: &mut Sql, words: &[String]) {
         .push(")");
 }
 
-/// What a search has found so far and where it stands in the list.
-struct Found {
-    hits: Vec<(i64, String)>,
+/// What a search has found so far and where it stands in the list: the
+/// page's rows (`R`, a row of the list's columns) and their count wanted.
+struct Found<R> {
+    hits: Vec<R>,
     wanted: usize,
     /// The last row of the list the search has passed.
     after: Option<(i64, String)>,
@@ -293,7 +305,7 @@ struct Found {
     first_at: Option<i64>,
 }
 
-impl Found {
+impl<R> Found<R> {
     fn full(&self) -> bool {
         self.hits.len() >= self.wanted
     }
@@ -342,11 +354,13 @@ impl Found {
     }
 
     /// Adds the rows of a collection, in list order, until the page is full.
-    fn take(&mut self, rows: Vec<(i64, String)>) {
+    fn take(&mut self, rows: Vec<R>) {
         let missing = self.wanted.saturating_sub(self.hits.len());
         self.hits.extend(rows.into_iter().take(missing));
     }
+}
 
+impl Found<AnyRow> {
     /// Walks up to `chunk` rows from where the search stands, stopping
     /// once the page is full; false once the list has ended.
     async fn walk(
@@ -361,13 +375,13 @@ impl Found {
             .fetch_all(&mut *conn)
             .await?;
         let mut chunk_walked = false;
-        for r in &rows {
+        for r in rows {
             let key = (r.int("k")?, r.text("id")?);
             self.first_at.get_or_insert(key.0);
-            self.after = Some(key.clone());
+            self.after = Some(key);
             chunk_walked = r.int("n")? == chunk;
             if r.int("hit")? == 1 {
-                self.hits.push(key);
+                self.hits.push(r);
                 if self.full() {
                     return Ok(true);
                 }
@@ -377,18 +391,18 @@ impl Found {
     }
 }
 
-/// The ids of up to `page.limit + 1` rows of `list` whose documents hold
-/// every word, in list order, from the page's cursor on. Its statements run
-/// in one list read ([`Db::list_read`]): a walk reads its list in order
-/// from an index and stops at its limit; the GIN functions turn bitmaps
-/// back on for themselves.
-pub async fn page_ids(
+/// Up to `page.limit + 1` rows of `list` (its [`SearchedList::columns`])
+/// whose documents hold every word, in list order, from the page's cursor
+/// on. Its statements run in one list read ([`Db::list_read`]): a walk
+/// reads its list in order from an index and stops at its limit; the GIN
+/// functions turn bitmaps back on for themselves.
+pub async fn page_rows(
     db: &Db,
     list: &SearchedList<'_>,
     words: &[String],
     page: &Page,
     bounds: SearchBounds,
-) -> Result<Vec<(i64, String)>, sqlx::Error> {
+) -> Result<Vec<AnyRow>, sqlx::Error> {
     let mut tx = db.list_read(list.narrowed).await?;
     let hits = search(&mut tx, list, words, page, bounds).await?;
     tx.commit().await?;
@@ -401,7 +415,7 @@ async fn search(
     words: &[String],
     page: &Page,
     bounds: SearchBounds,
-) -> Result<Vec<(i64, String)>, sqlx::Error> {
+) -> Result<Vec<AnyRow>, sqlx::Error> {
     let mut found = Found {
         hits: Vec::new(),
         wanted: (page.limit + 1) as usize,
@@ -767,7 +781,7 @@ impl Caps {
 /// The coarsest era level (not the whole store) whose eras read at `at`
 /// would hold about `room` matches if the words were met as often as `met`
 /// in the rows walked so far.
-fn rated_level(met: usize, found: &Found, page: &Page, room: i64, at: i64) -> usize {
+fn rated_level<R>(met: usize, found: &Found<R>, page: &Page, room: i64, at: i64) -> usize {
     let (Some(top), Some((bottom, _))) = (found.top(page), found.after.as_ref()) else {
         return ERA_SHIFTS.len() - 1;
     };
@@ -780,11 +794,12 @@ fn rated_level(met: usize, found: &Found, page: &Page, room: i64, at: i64) -> us
 /// rate is taken as two matches more than it met: a word in 10 % of the
 /// mail, met once in 50 received messages, was collected over 15 days of
 /// all mail (3 ms to learn there were more than 400).
-fn first_level(found: &Found, page: &Page, room: i64) -> usize {
+fn first_level<R>(found: &Found<R>, page: &Page, room: i64) -> usize {
     rated_level(found.hits.len() + 2, found, page, room, found.reached())
 }
 
-/// Step 1: up to `chunk` rows of the list after `after`, each numbered
+/// Step 1: up to `chunk` rows of the list after `after`, each with its
+/// time (`k`) and the list's columns, numbered
 /// (`n`) and with whether its document holds the words (`hit`); of them
 /// only the hits, the first and the last are returned, and the walk stops
 /// once `hits` are found: a common word's page is full before the chunk
@@ -807,10 +822,11 @@ fn walk(
     // as PostgreSQL postpones a costly select list past sort and limit).
     let own_row = docs == table;
     let mut sql = Sql::new(&format!(
-        "SELECT r.k, r.id, r.hit, r.n FROM (SELECT w.k, w.id, {hit}, \
+        "SELECT r.* FROM (SELECT w.*{hit}, \
          row_number() OVER (ORDER BY w.k DESC, w.id DESC) AS n \
-         FROM (SELECT {time_col} AS k, {alias}.id AS id",
-        hit = if own_row { "w.hit" } else { "h.hit" }
+         FROM (SELECT {time_col} AS k, {columns}",
+        hit = if own_row { "" } else { ", h.hit" },
+        columns = list.columns,
     ));
     if own_row {
         sql.push(&format!(", CASE WHEN {alias}.{column} @@ "));
@@ -849,9 +865,9 @@ struct Collected {
     matches: i64,
     /// Those of them at or below the time the search started from.
     below_top: i64,
-    /// The rest of the page among them (only meaningful if `matches` is
-    /// within `max`).
-    page_rows: Vec<(i64, String)>,
+    /// The rest of the page among them, rows of the list's columns (only
+    /// meaningful if `matches` is within `max`).
+    page_rows: Vec<AnyRow>,
     /// The time of the list's first row below the eras collected (none if
     /// the list ends there, or the whole store was collected).
     next_at: Option<i64>,
@@ -892,9 +908,10 @@ async fn collect(
         None => (0, 0, None, None, None),
     };
     let mut page_rows = Vec::new();
-    for r in &rows {
-        if let (Some(k), Some(id)) = (r.opt_int("k")?, r.opt_text("id")?) {
-            page_rows.push((k, id));
+    for r in rows {
+        // The statement's one row, without a page row, when none was found.
+        if r.opt_int("k")?.is_some() {
+            page_rows.push(r);
         }
     }
     Ok(Collected {
@@ -1032,30 +1049,15 @@ fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask
     // The page among the matches, newest first, each joined to its row of
     // the list (by key, never a scan) until it is full.
     sql.push(&format!(
-        ", p.k, p.id FROM e LEFT JOIN LATERAL (SELECT c.at AS k, c.id AS id FROM \
+        ", p.* FROM e LEFT JOIN LATERAL (SELECT c.at AS k, {columns} FROM \
          (SELECT * FROM {source} ORDER BY at DESC, id DESC) c CROSS JOIN LATERAL \
-         (SELECT * FROM {table} x WHERE x.id = c.id OFFSET 0) {alias} WHERE 1 = 1"
+         (SELECT * FROM {table} x WHERE x.id = c.id OFFSET 0) {alias} WHERE 1 = 1",
+        columns = list.columns,
     ));
     (list.filters)(&mut sql);
     page.push(&mut sql, "c.at", "c.id");
     sql.push(") p ON true ORDER BY p.k DESC, p.id DESC");
     sql
-}
-
-/// `rows` (each with its id in `id_of`) in the order of `ids`; ids without
-/// a row (gone since) are skipped.
-pub fn in_order<T>(
-    ids: &[(i64, String)],
-    rows: Vec<T>,
-    id_of: impl Fn(&T) -> &str,
-) -> Vec<(i64, T)> {
-    let mut by_id: std::collections::HashMap<String, T> = rows
-        .into_iter()
-        .map(|r| (id_of(&r).to_string(), r))
-        .collect();
-    ids.iter()
-        .filter_map(|(k, id)| by_id.remove(id).map(|r| (*k, r)))
-        .collect()
 }
 
 /// A thread's document with a message's words added: each word once, no
@@ -1343,6 +1345,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
     fn thread_list(filters: &(dyn Fn(&mut Sql) + Sync), narrowed: bool) -> SearchedList<'_> {
         SearchedList {
             documents: Documents::Threads,
+            columns: crate::core::thread_actions::COLUMNS,
             filters,
             narrowed,
         }
@@ -1350,7 +1353,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
 
     /// A search for a page of 26 that has walked from 1000 to 990 and met
     /// `hits` there.
-    fn found(hits: usize) -> Found {
+    fn found(hits: usize) -> Found<(i64, String)> {
         Found {
             hits: (0..hits as i64)
                 .map(|k| (1000 - k, format!("th{k}")))
@@ -1373,7 +1376,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         }
     }
 
-    /// Every page of a search, as `page_ids` gives them.
+    /// Every page of a search, as `page_rows` gives them.
     async fn searched(
         db: &Db,
         list: &SearchedList<'_>,
@@ -1387,11 +1390,16 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         };
         let mut out = Vec::new();
         loop {
-            let ids = page_ids(db, list, &words, &page, bounds).await.unwrap();
-            let more = ids.len() as i64 > page.limit;
-            for (at, id) in ids.into_iter().take(page.limit as usize) {
-                out.push(id.clone());
-                page.after = Some((at, id));
+            let rows = page_rows(db, list, &words, &page, bounds).await.unwrap();
+            let more = rows.len() as i64 > page.limit;
+            for r in rows.iter().take(page.limit as usize) {
+                // Walked or collected, a page's row is its thread's, read
+                // with the list's columns.
+                let thread = crate::core::thread_actions::Thread::from_row(r).unwrap();
+                let at = r.int("k").unwrap();
+                assert_eq!(thread.last_message_at, at);
+                out.push(thread.id.clone());
+                page.after = Some((at, thread.id));
             }
             if !more {
                 return out;
@@ -1506,7 +1514,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             after: None,
         };
         let mut found = Found {
-            hits: vec![(top - hour, "a".into())],
+            hits: vec![(top - hour, "a")],
             wanted: 26,
             after: Some((top - hour * 9 / 2, "b".into())),
             first_at: Some(top),
@@ -1686,7 +1694,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             .unwrap();
         let calls = counted(&mut tx).await - before;
         tx.rollback().await.unwrap();
-        (calls, hits.into_iter().map(|(_, id)| id).collect())
+        (calls, hits.iter().map(|r| r.text("id").unwrap()).collect())
     }
 
     /// A word the first walk met often enough is walked on, not collected:
@@ -2029,6 +2037,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         };
         SearchedList {
             documents,
+            columns: crate::core::messages::SUMMARY_COLUMNS,
             filters,
             narrowed: false,
         }
@@ -2290,7 +2299,11 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
                 .await
                 .unwrap();
             tx.rollback().await.unwrap();
-            let ids: Vec<String> = got.page_rows.into_iter().map(|(_, id)| id).collect();
+            let ids: Vec<String> = got
+                .page_rows
+                .iter()
+                .map(|r| r.text("id").unwrap())
+                .collect();
             (got.matches, got.whole_matches, ids)
         };
         // The eras' matches (with one more) times the store's span, at most

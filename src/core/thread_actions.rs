@@ -163,11 +163,15 @@ pub async fn list(
             }
             let list = search_postgres::SearchedList {
                 documents: search_postgres::Documents::Threads,
+                columns: COLUMNS,
                 filters: &filters,
                 narrowed,
             };
-            let ids = search_postgres::page_ids(db, &list, &words, page, f.search_bounds).await?;
-            let threads = by_ids(db, &ids).await?;
+            let rows = search_postgres::page_rows(db, &list, &words, page, f.search_bounds).await?;
+            let threads: Vec<Thread> = rows
+                .iter()
+                .map(Thread::from_row)
+                .collect::<Result<_, _>>()?;
             let positions = threads.iter().map(|t| t.last_message_at).collect();
             (threads, positions)
         }
@@ -191,26 +195,6 @@ pub async fn list(
         .zip(positions)
         .zip(wire)
         .map(|((t, at), w)| (at, t.id.clone(), w))
-        .collect())
-}
-
-/// Threads of the given ids, in the ids' order (any gone since skipped).
-async fn by_ids(db: &Db, ids: &[(i64, String)]) -> Result<Vec<Thread>, sqlx::Error> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let list: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
-    let mut q = Sql::new(&format!("SELECT {COLUMNS} FROM threads t WHERE t.id IN "));
-    q.bind_list(&list);
-    let rows = q
-        .fetch_all(db.reader())
-        .await?
-        .iter()
-        .map(Thread::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(search_postgres::in_order(ids, rows, |t| &t.id)
-        .into_iter()
-        .map(|(_, t)| t)
         .collect())
 }
 
