@@ -175,9 +175,10 @@ pub async fn of_threads(
     }
     let mut q = Sql::new(
         "SELECT tl.thread_id, l.id, l.name, l.color, l.created_at FROM thread_labels tl \
-         JOIN labels l ON l.id = tl.label_id WHERE tl.thread_id IN ",
+         JOIN labels l ON l.id = tl.label_id WHERE ",
     );
-    q.bind_list(thread_ids).push(" ORDER BY l.name_key");
+    db.push_in(&mut q, "tl.thread_id", thread_ids);
+    q.push(" ORDER BY l.name_key");
     let rows = q.fetch_all(db.reader()).await?;
     rows.iter()
         .map(|r| Ok((r.text("thread_id")?, Label::from_row(r)?)))
@@ -217,5 +218,34 @@ mod tests {
         assert!(validate_name(&sent).is_err());
         let fits = format!(" {} ", "*".repeat(MAX_NAME - 2));
         assert_eq!(validate_name(&fits), Ok("*".repeat(MAX_NAME - 2)));
+    }
+
+    /// A page's labels read is one statement text whatever the page's size,
+    /// and PostgreSQL keeps one generic plan for it.
+    #[tokio::test]
+    async fn a_pages_labels_read_is_one_statement_with_one_plan() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        let read = |count: usize| {
+            let ids: Vec<String> = (0..count).map(|i| format!("thr_{i}")).collect();
+            let mut q = Sql::new("SELECT tl.thread_id FROM thread_labels tl WHERE ");
+            db.push_in(&mut q, "tl.thread_id", &ids);
+            q
+        };
+        assert_eq!(read(1).text(), read(25).text());
+        let mut conn = db.reader().acquire().await.unwrap();
+        for count in [1, 3, 25, 2, 7, 25, 1, 4] {
+            assert!(read(count).fetch_all(&mut *conn).await.unwrap().is_empty());
+        }
+        let plans = Sql::new(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = ",
+        )
+        .bind(read(1).text().to_string())
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+        assert_eq!(plans.int("custom_plans").unwrap(), 5);
+        assert_eq!(plans.int("generic_plans").unwrap(), 3);
     }
 }

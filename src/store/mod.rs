@@ -1152,6 +1152,30 @@ impl Db {
         self.reader.close().await;
     }
 
+    /// `column` is one of `values` (not empty). On PostgreSQL the values
+    /// are one JSON array, so that a read of a page's rows is one statement
+    /// text (one prepared statement, one generic plan) whatever the page's
+    /// size: with a list of its own per count, a thread page's labels read
+    /// was planned anew on every run at 1,000,000 messages (0.2 ms; its
+    /// plan with the values looked cheaper than its generic one). SQLite
+    /// plans every statement anyway: `IN (…)`.
+    pub fn push_in(&self, sql: &mut Sql, column: &str, values: &[String]) {
+        match self.backend {
+            Backend::Postgres => {
+                // A list of strings always serializes.
+                let array = serde_json::to_string(values).unwrap_or_else(|_| "[]".into());
+                sql.push(&format!(
+                    "{column} = ANY(ARRAY(SELECT json_array_elements_text(CAST("
+                ))
+                .bind(array)
+                .push(" AS json))))");
+            }
+            Backend::Sqlite => {
+                sql.push(&format!("{column} IN ")).bind_list(values);
+            }
+        }
+    }
+
     /// Case-insensitive substring match, `LIKE` wildcards in `needle` escaped.
     pub fn push_contains(&self, sql: &mut Sql, column: &str, needle: &str) {
         let escaped = needle
