@@ -1152,7 +1152,8 @@ impl Db {
         self.reader.close().await;
     }
 
-    /// `column` is one of `values` (not empty). On PostgreSQL the values
+    /// `column` (a text column) is one of `values` (not empty: SQLite
+    /// refuses `IN ()`). On PostgreSQL the values
     /// are one JSON array, so that a read of a page's rows is one statement
     /// text (one prepared statement, one generic plan) whatever the page's
     /// size: with a list of its own per count, a thread page's labels read
