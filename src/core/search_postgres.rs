@@ -1155,6 +1155,17 @@ pub fn eras_function() -> String {
     )
 }
 
+/// Makes every connection read the expressions of the indexes built on
+/// `ph_eras` again, after [`eras_function`] replaced its body: a
+/// connection that had read them while it had its old body kept that
+/// expression, which no lookup written with the new, inlined one matches
+/// (a sequential scan of every document; found when a test's connection
+/// read the index between the two bodies). Setting an index's option, to
+/// the value it has, is what tells the others.
+pub const ERA_INDEXES_REREAD: &str = "ALTER INDEX IF EXISTS thread_search_eras \
+    SET (gin_pending_list_limit = 128); \
+    ALTER INDEX IF EXISTS messages_search_eras SET (gin_pending_list_limit = 128);";
+
 /// The lexemes of the eras of `at` at every level of [`ERA_SHIFTS`], as
 /// the elements of an SQL array: `' 36/25669'`, or with a message's side
 /// (an SQL expression) `' s36/25669'`. Cast with `::text`, which keeps the
@@ -1922,9 +1933,38 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         .execute(db.writer())
         .await
         .unwrap();
-        let old = planned_output(&db, "SELECT ph_eras(last_at) FROM thread_search").await;
+        // A connection that first reads the index with the old body keeps
+        // that expression through the migration, unless it is told.
+        let name = Sql::new("SELECT CAST(current_database() AS TEXT) AS name")
+            .fetch_one(db.reader())
+            .await
+            .unwrap()
+            .text("name")
+            .unwrap();
+        let mut url =
+            url::Url::parse(&std::env::var("PIGEONHOLE_TEST_POSTGRES_URL").unwrap()).unwrap();
+        url.set_path(&format!("/{name}"));
+        let mut stale = {
+            use sqlx::Connection;
+            AnyConnection::connect(url.as_str()).await.unwrap()
+        };
+        let old = explained(
+            &mut stale,
+            "EXPLAIN VERBOSE SELECT ph_eras(last_at) FROM thread_search",
+        )
+        .await;
         assert!(old.contains("ph_eras("), "{old}");
         crate::store::tests::migrate(&db).await;
+        sqlx::raw_sql("SET enable_seqscan = off")
+            .execute(&mut stale)
+            .await
+            .unwrap();
+        let plan = explained(
+            &mut stale,
+            "EXPLAIN SELECT thread_id FROM thread_search WHERE (doc || ph_eras(last_at)) @@ 'a'::tsquery",
+        )
+        .await;
+        assert!(plan.contains("thread_search_eras"), "{plan}");
         check(db).await;
     }
 

@@ -576,7 +576,12 @@ fn ddl(m: &Migration, backend: Backend) -> String {
             search_postgres::THREAD_DOCUMENTS_BACKFILL
         ),
         (17, Backend::Postgres) => format!("{}{}", m.postgres, search_postgres::era_indexes()),
-        (18, Backend::Postgres) => format!("{}{}", m.postgres, search_postgres::eras_function()),
+        (18, Backend::Postgres) => format!(
+            "{}{}{}",
+            m.postgres,
+            search_postgres::eras_function(),
+            search_postgres::ERA_INDEXES_REREAD
+        ),
         (19, Backend::Postgres) => search_postgres::message_sides_index(),
         (20, Backend::Postgres) => search_postgres::matching_functions(),
         // An INTEGER PRIMARY KEY is SQLite's rowid: each new row's is above
