@@ -18,7 +18,11 @@
 //! tried and left out: for a word in 1 % of the mail it read eight eras of
 //! 19 hours, about 17,000 documents, for some 170 matches (3 ms in one
 //! statement, 5.8 ms of statements per search against 3.6 for an era at a
-//! time).
+//! time). Eras of the level below the one chosen, as many as hold what the
+//! page still misses (at most [`FINER_MOST`]), are read instead of it
+//! where the rate says so ([`Eras::finer_for`]): a word's list is shorter
+//! than a coarse era's, so its lookup reads all of it, where the page
+//! needs a few thousand documents' postings.
 //!
 //! A list search runs:
 //!
@@ -90,6 +94,20 @@ use crate::store::{Db, RowExt, Sql};
 /// changing them takes a migration that rebuilds the indexes.
 pub const ERA_SHIFTS: [u32; 7] = [20, 24, 28, 32, 36, 40, 44];
 
+/// The most eras of the level below one collection reads for the page
+/// ([`Eras::finer_for`]): three quarters of an era of the level it was
+/// chosen at. GIN reads every posting of a lookup's smallest entries that
+/// must hold a match, so eras that sum to more than the word cost more
+/// than the word's own list (eight eras of 19 hours, 17,000 documents for
+/// 170 matches, took 3 ms); they read fewer matches' rows, though. At
+/// 1,000,000 messages a 19-hour era holds about 1,100 received messages
+/// and 760 sent ones, and a word in 1 % of the mail has about 10,000
+/// postings: twelve eras read 13,200 and 9,100 postings, about what the
+/// word's list costs. A sent-mail search of that word met once in the
+/// first 12.6 hours was nine eras from it (the newest eras of a store
+/// are sparse: 244 messages in that one).
+const FINER_MOST: i64 = 12;
+
 /// The eras one collection reads at one level: the era of the time the
 /// search has reached, and the one before it too when less than half of
 /// it is left below that time. A collection then never reads a sliver (a
@@ -101,7 +119,8 @@ struct Eras {
     shift: u32,
     /// The number of the newest era (`at >> shift`).
     newest: i64,
-    /// 1 or 2.
+    /// 1 or 2 ([`Eras::reached`]); up to [`FINER_MOST`] of a level below
+    /// the one chosen ([`Eras::finer_for`]).
     count: i64,
 }
 
@@ -133,6 +152,31 @@ impl Eras {
             .map(|k| format!("' {side}{}/{}'", self.shift, self.newest - k))
             .collect::<Vec<_>>()
             .join(" | ")
+    }
+
+    /// The eras of the level below `level` (whose eras these are, read at
+    /// `at`) that reach `aimed` below `at`, where at most [`FINER_MOST`]
+    /// of them do; else these. A lookup of a word and eras reads the
+    /// smaller of their posting lists: a word in 1 % of the mail has
+    /// about 10,000 postings at 1,000,000 messages, and the two 12.7-day
+    /// eras of received mail about 35,000, so their lookup read all of
+    /// the word's (1.4 ms) for 228 matches where the page missed 21. Eras
+    /// of the level below that hold what the page misses read their own
+    /// postings, a few thousand. The rate counts one row more than seen
+    /// (so they may hold fewer): the next collection, at the rate they
+    /// add to, is of the same size at most.
+    fn finer_for(self, level: usize, at: i64, aimed: Option<i128>) -> Eras {
+        let (Some(aimed), Some(finer)) = (aimed, level.checked_sub(1)) else {
+            return self;
+        };
+        let shift = ERA_SHIFTS[finer];
+        let reached = Eras::reached(shift, at);
+        let oldest = ((at as i128 - aimed).max(0) >> shift) as i64;
+        let count = (reached.newest - oldest + 1).max(reached.count);
+        if count > FINER_MOST {
+            return self;
+        }
+        Eras { count, ..reached }
     }
 
     /// The time the eras cover at or below `top`, where the search started:
@@ -443,10 +487,14 @@ async fn search(
     let top = found.top(page).unwrap_or(i64::MAX);
     // The time of the list's row the search has reached.
     let mut at = found.reached();
+    // The time below `at` that the rate seen says holds the rows the page
+    // misses ([`Eras::finer_for`]); none before any era was seen.
+    let mut aimed: Option<i128> = None;
     loop {
         let store_span = ends.map(|ends| ends.span(top));
         let oldest = ends.and_then(|ends| ends.oldest);
-        let era = eras_or_store(level, at, oldest.filter(|_| caps.store_open(at)));
+        let era = eras_or_store(level, at, oldest.filter(|_| caps.store_open(at)))
+            .map(|eras| eras.finer_for(level, at, aimed));
         if era.is_none() {
             level = ERA_SHIFTS.len();
         }
@@ -481,6 +529,7 @@ async fn search(
                 break;
             }
             caps.add(level, at);
+            aimed = None;
             level = if era.is_none() {
                 // More than the evidence suggested: as if the walk had met one.
                 rated_level(1, &found, page, room, at)
@@ -508,6 +557,8 @@ async fn search(
         };
         at = next;
         found.after = Some((next.saturating_add(1), String::new()));
+        let missing = found.wanted - found.hits.len();
+        aimed = Some(seen.time_for(missing));
         level = if whole_matches.is_some() {
             // The whole store, collected with the eras, held more than
             // `collect_max`: as if it had overflowed in its own statement.
@@ -519,7 +570,7 @@ async fn search(
                 whole,
                 store_span,
                 at,
-                found.wanted - found.hits.len(),
+                missing,
                 list.documents.fill_most(bounds.collect_max),
             )
         }
@@ -602,6 +653,12 @@ impl Seen {
             return ERA_SHIFTS.len();
         }
         level_for(count, self.span, room, at, Counted::Below)
+    }
+
+    /// The time at the rate the page took its rows (one more than it
+    /// took, as [`Seen::level_to_fill`] counts them) that holds `rows`.
+    fn time_for(&self, rows: usize) -> i128 {
+        rows as i128 * self.span.max(1) / (self.rows + 1) as i128
     }
 
     /// The matches the rate is made of: one more than seen, as the walk's
@@ -1321,7 +1378,8 @@ mod tests {
     /// year, a third over a few hours, with ties; words from every thread
     /// to a few.
     async fn spread_store(db: &Db) {
-        sqlx::raw_sql(
+        threads_store(
+            db,
             r#"
 INSERT INTO threads (id, mailbox_id, mailbox, domain, subject, normalized_subject, snippet,
     folders, participants, message_count, unread_count, is_starred, has_attachments,
@@ -1341,11 +1399,14 @@ SELECT 'th' || lpad(i::text, 5, '0'), to_tsvector('simple', concat_ws(' ', 'ever
 FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5, '0');
 "#,
         )
-        .execute(db.writer())
-        .await
-        .unwrap();
-        // As a store that has been vacuumed: each lookup in the GIN index
-        // otherwise reads its whole list of pending entries too.
+        .await;
+    }
+
+    /// Runs `inserts` (of threads and their documents) and vacuums the
+    /// documents, as a store that has been: each lookup in the GIN index
+    /// otherwise reads its whole list of pending entries too.
+    async fn threads_store(db: &Db, inserts: &str) {
+        sqlx::raw_sql(inserts).execute(db.writer()).await.unwrap();
         sqlx::raw_sql("VACUUM thread_search")
             .execute(db.writer())
             .await
@@ -1631,6 +1692,63 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         );
     }
 
+    /// Where fewer eras of the level below than [`FINER_MOST`] hold what the
+    /// page misses, at the rate it took its rows, those are read instead
+    /// of the level's: 5 rows in 19 hours (counted as 6) and 20 missing
+    /// are 63 hours, four 19-hour eras, not the 12.7-day era (about 100
+    /// matches, and a lookup of the word's whole posting list at 1,000,000
+    /// messages).
+    #[test]
+    fn the_eras_below_that_hold_what_the_page_misses_are_read() {
+        let era = |level: usize| 1i64 << ERA_SHIFTS[level];
+        let start = 1_633 * era(5);
+        // The end of the twelfth 19-hour era of a 12.7-day one.
+        let at = start + 12 * era(4) - 1;
+        let eras = Eras::reached(ERA_SHIFTS[5], at);
+        assert_eq!(eras.count, 1);
+        let mut seen = Seen::default();
+        seen.add(5, era(4) as i128);
+        seen.took(5);
+        let aimed = seen.time_for(20);
+        assert_eq!(aimed, 20 * era(4) as i128 / 6);
+        let finer = eras.finer_for(5, at, Some(aimed));
+        let newest = (start >> ERA_SHIFTS[4]) + 11;
+        assert_eq!(
+            finer,
+            Eras {
+                shift: ERA_SHIFTS[4],
+                newest,
+                count: 4
+            }
+        );
+        assert!(finer.span_below(at) >= aimed);
+        assert_eq!(
+            finer.query("r"),
+            format!(
+                "' r36/{newest}' | ' r36/{}' | ' r36/{}' | ' r36/{}'",
+                newest - 1,
+                newest - 2,
+                newest - 3
+            )
+        );
+        // Twelve eras at most: 80 missing are 13.3 eras.
+        assert_eq!(eras.finer_for(5, at, Some(seen.time_for(70))).count, 12);
+        assert_eq!(eras.finer_for(5, at, Some(seen.time_for(80))), eras);
+        // Rows the page did not take (a mailbox among many) are a rate of
+        // one row in all the time seen: far more than twelve eras.
+        let mut filtered = Seen::default();
+        filtered.add(5, era(4) as i128);
+        assert_eq!(eras.finer_for(5, at, Some(filtered.time_for(20))), eras);
+        // None before any era was seen, nor below the finest level.
+        assert_eq!(eras.finer_for(5, at, None), eras);
+        let finest = Eras::reached(ERA_SHIFTS[0], at);
+        assert_eq!(finest.finer_for(0, at, Some(1)), finest);
+        // A sliver of an era of the level below is read with the one before.
+        let early = start + 12 * era(4) + era(4) / 8;
+        let eras = Eras::reached(ERA_SHIFTS[5], early);
+        assert_eq!(eras.finer_for(5, early, Some(1)).count, 2);
+    }
+
     /// Every collection of a search is one statement text, whatever its
     /// page still misses, so one prepared statement (and its generic plan)
     /// serves them; a collection adds only what the page misses.
@@ -1678,6 +1796,18 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         limit: i64,
         bounds: SearchBounds,
     ) -> (i64, Vec<String>) {
+        let (calls, _, page) = search_counted(db, word, limit, bounds).await;
+        (calls, page)
+    }
+
+    /// [`collections_of`], with the thread documents the search read
+    /// (those the walk looked up and the matches collected).
+    async fn search_counted(
+        db: &Db,
+        word: &str,
+        limit: i64,
+        bounds: SearchBounds,
+    ) -> (i64, i64, Vec<String>) {
         let everything = |_: &mut Sql| {};
         let list = thread_list(&everything, false);
         let page = Page { limit, after: None };
@@ -1689,23 +1819,70 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         // The counts of earlier transactions of the connection may not be
         // reported yet (at most once a second), so they are read before.
         let counted = async |tx: &mut sqlx::Transaction<'static, sqlx::Any>| {
-            Sql::new(
-                "SELECT CAST(COALESCE(SUM(calls), 0) AS BIGINT) AS n \
-                 FROM pg_stat_xact_user_functions WHERE funcname = 'ph_thread_matches'",
+            let r = &Sql::new(
+                "SELECT (SELECT CAST(COALESCE(SUM(calls), 0) AS BIGINT) \
+                 FROM pg_stat_xact_user_functions WHERE funcname = 'ph_thread_matches') AS n, \
+                 (SELECT CAST(idx_tup_fetch AS BIGINT) FROM pg_stat_xact_user_tables \
+                 WHERE relname = 'thread_search') AS fetched",
             )
             .fetch_all(&mut **tx)
             .await
-            .unwrap()[0]
-                .int("n")
-                .unwrap()
+            .unwrap()[0];
+            (r.int("n").unwrap(), r.int("fetched").unwrap())
         };
         let before = counted(&mut tx).await;
         let hits = search(&mut tx, &list, &[word.to_string()], &page, bounds)
             .await
             .unwrap();
-        let calls = counted(&mut tx).await - before;
+        let after = counted(&mut tx).await;
         tx.rollback().await.unwrap();
-        (calls, hits.iter().map(|r| r.text("id").unwrap()).collect())
+        (
+            after.0 - before.0,
+            after.1 - before.1,
+            hits.iter().map(|r| r.text("id").unwrap()).collect(),
+        )
+    }
+
+    /// A word met at a steady rate, one thread in ten, 40 threads to a
+    /// 19-hour era over 160 of them: after its first era, the search
+    /// reads the 19-hour eras that hold what its page misses, not the
+    /// 12.7-day era its rate chose.
+    #[tokio::test]
+    async fn a_search_reads_the_finer_eras_its_page_misses() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        let top = (1_633i64 << ERA_SHIFTS[5]) + (12i64 << ERA_SHIFTS[4]) - 1;
+        let step = (1i64 << ERA_SHIFTS[4]) / 40;
+        threads_store(
+            &db,
+            &format!(
+                r#"
+INSERT INTO threads (id, mailbox_id, mailbox, domain, subject, normalized_subject, snippet,
+    folders, participants, message_count, unread_count, is_starred, has_attachments,
+    last_message_at, created_at)
+SELECT 'th' || lpad(i::text, 5, '0'), 'mb', 'a@example.com', 'example.com', 's', 's',
+    '', ',inbox,', '', 1, 0, 0, 0, {top} - i::bigint * {step}, {top} - i::bigint * {step}
+FROM generate_series(0, 6399) i;
+INSERT INTO thread_search (thread_id, doc, last_at)
+SELECT 'th' || lpad(i::text, 5, '0'), to_tsvector('simple', concat_ws(' ', 'every',
+        CASE WHEN i % 10 = 3 THEN 'steady' END)), {top} - i::bigint * {step}
+FROM generate_series(0, 6399) i;
+"#
+            ),
+        )
+        .await;
+        let bounds = SearchBounds {
+            first_walk: 8,
+            ..SearchBounds::default()
+        };
+        let (calls, fetched, page) = search_counted(&db, "steady", 25, bounds).await;
+        assert_eq!(page, sorted(&db, "steady", None).await[..26]);
+        // The walk looked 8 documents up (1 match); the first 19-hour
+        // era held 4 (3 more rows); 4 rows in 19 hours (counted as 5) put
+        // the 22 missing in 4.4 eras, so six were read, 24 matches. The
+        // 12.7-day era would have been 48 (60 documents in all).
+        assert_eq!((calls, fetched), (2, 8 + 4 + 24));
     }
 
     /// A word the first walk met often enough is walked on, not collected:
