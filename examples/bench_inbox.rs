@@ -17,7 +17,9 @@
 //! by a `CHECKPOINT` before timing, which leaves the statistics alone),
 //! `--explain` (print the query plans of the measured list queries),
 //! `--samples DIR` (each figure's start and its latencies, in the order they
-//! ran, to a file of its own in DIR),
+//! ran, to a file of its own in DIR), `--one-by-one` (time each search
+//! figure's requests one after the other, as every other figure is, where
+//! by default the searches are taken in turn: `Client::measure_in_turn`),
 //! `--db URL` (reuse a database kept by an earlier run with the same sizes and
 //! seed: nothing is loaded, the same plan is regenerated to pick ids and terms).
 //!
@@ -67,6 +69,7 @@ struct Args {
     explain: bool,
     db: Option<String>,
     samples: Option<String>,
+    one_by_one: bool,
 }
 
 fn parse_args() -> Args {
@@ -100,6 +103,7 @@ fn parse_args() -> Args {
         explain: args.iter().any(|a| a == "--explain"),
         db: get("--db"),
         samples: get("--samples"),
+        one_by_one: args.iter().any(|a| a == "--one-by-one"),
     }
 }
 
@@ -1560,49 +1564,126 @@ impl Client {
             }
         }
         let t_start = Instant::now();
-        let mut lat = Vec::with_capacity(n);
-        let wall_start = std::time::SystemTime::now();
-        let mut starts = Vec::with_capacity(n);
+        let mut timed = Timed::new(n);
         let mut last = Json::Null;
         for k in 0..n {
             if k >= 5 && t_start.elapsed() > budget {
                 break;
             }
-            let p = path(warmup + k);
-            let t0 = Instant::now();
-            let r = self
-                .http
-                .get(format!("{}{p}", self.base))
-                .bearer_auth(&self.key)
-                .send()
+            let body = self
+                .timed_get(&path(warmup + k), &mut timed, t_start)
                 .await?;
-            let status = r.status();
-            let body = r.bytes().await?;
-            lat.push(t0.elapsed());
-            starts.push(t0 - t_start);
-            anyhow::ensure!(status.is_success(), "GET {p} answered {status}");
             if k == 0 {
                 last = serde_json::from_slice(&body)?;
             }
         }
-        if let Some(dir) = &self.samples {
-            write_samples(dir, name, wall_start, &starts, &lat)?;
+        Ok((self.stats(name, timed)?, last))
+    }
+
+    /// Times `n` GETs of each of `figures` (name and path) taken in turn,
+    /// one of each per round, after `warmup` untimed rounds: the machine's
+    /// bursts (a second or so, every few seconds, in which every request
+    /// is half as slow again) then fall on every figure alike. Timed one
+    /// after the other, a burst fell on the 60 consecutive requests of
+    /// one figure and made its p99 alone, and a figure twice as slow ran
+    /// twice as long, so met twice as many.
+    async fn measure_in_turn(
+        &self,
+        figures: &[(String, String)],
+        warmup: usize,
+        n: usize,
+    ) -> anyhow::Result<Vec<(Stats, Json)>> {
+        let budget = self.budget * figures.len().max(1) as u32;
+        let t_start = Instant::now();
+        for _ in 0..warmup {
+            for (_, path) in figures {
+                self.get(path).await?;
+            }
+            if t_start.elapsed() > budget / 4 {
+                break;
+            }
         }
+        let t_start = Instant::now();
+        let mut timed: Vec<Timed> = figures.iter().map(|_| Timed::new(n)).collect();
+        let mut first = vec![Json::Null; figures.len()];
+        for k in 0..n {
+            if k >= 5 && t_start.elapsed() > budget {
+                break;
+            }
+            for (i, (_, path)) in figures.iter().enumerate() {
+                let body = self.timed_get(path, &mut timed[i], t_start).await?;
+                if k == 0 {
+                    first[i] = serde_json::from_slice(&body)?;
+                }
+            }
+        }
+        figures
+            .iter()
+            .zip(timed)
+            .zip(first)
+            .map(|(((name, _), timed), first)| Ok((self.stats(name, timed)?, first)))
+            .collect()
+    }
+
+    /// One GET of `path`, timed into `timed` (its start after `t_start`);
+    /// its body.
+    async fn timed_get(
+        &self,
+        path: &str,
+        timed: &mut Timed,
+        t_start: Instant,
+    ) -> anyhow::Result<bytes::Bytes> {
+        let t0 = Instant::now();
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.key)
+            .send()
+            .await?;
+        let status = r.status();
+        let body = r.bytes().await?;
+        timed.lat.push(t0.elapsed());
+        timed.starts.push(t0 - t_start);
+        anyhow::ensure!(status.is_success(), "GET {path} answered {status}");
+        Ok(body)
+    }
+
+    /// A figure's statistics, its samples written out first (`--samples`).
+    fn stats(&self, name: &str, mut timed: Timed) -> anyhow::Result<Stats> {
+        if let Some(dir) = &self.samples {
+            write_samples(dir, name, timed.wall_start, &timed.starts, &timed.lat)?;
+        }
+        let lat = &mut timed.lat;
         lat.sort();
         let mean = lat.iter().map(|d| d.as_secs_f64()).sum::<f64>() / lat.len() as f64 * 1000.0;
-        Ok((
-            Stats {
-                name: name.to_string(),
-                p50: percentile(&lat, 0.5),
-                p99: percentile(&lat, 0.99),
-                max: percentile(&lat, 1.0),
-                mean,
-                note: String::new(),
-                target: None,
-                samples: lat.len(),
-            },
-            last,
-        ))
+        Ok(Stats {
+            name: name.to_string(),
+            p50: percentile(lat, 0.5),
+            p99: percentile(lat, 0.99),
+            max: percentile(lat, 1.0),
+            mean,
+            note: String::new(),
+            target: None,
+            samples: lat.len(),
+        })
+    }
+}
+
+/// A figure's timed requests: when each started (after the figure's
+/// start) and took.
+struct Timed {
+    wall_start: std::time::SystemTime,
+    starts: Vec<Duration>,
+    lat: Vec<Duration>,
+}
+
+impl Timed {
+    fn new(n: usize) -> Timed {
+        Timed {
+            wall_start: std::time::SystemTime::now(),
+            starts: Vec::with_capacity(n),
+            lat: Vec::with_capacity(n),
+        }
     }
 }
 
@@ -2102,7 +2183,7 @@ async fn main() -> anyhow::Result<()> {
 
     // ----------------------------------------------------------- measure
     println!(
-        "\nmeasuring: {} timed requests per figure after {} warm-up requests, sequential, one keep-alive connection",
+        "\nmeasuring: {} timed requests per figure after {} warm-up requests, sequential, one keep-alive connection; the searches in turn unless --one-by-one",
         args.requests, args.warmup
     );
     let mut results: Vec<Stats> = Vec::new();
@@ -2185,28 +2266,47 @@ async fn main() -> anyhow::Result<()> {
     results.push(s);
 
     // The same words in threads, and in sent and received mail (each
-    // message's own words).
-    for (list, what) in [
+    // message's own words), taken in turn (`Client::measure_in_turn`;
+    // `--one-by-one`: each figure's requests one after the other).
+    let searches: Vec<(String, String, &str, &u32)> = [
         ("threads", "threads"),
         ("emails", "sent"),
         ("messages", "received"),
-    ] {
-        for (label, term, count) in &terms {
-            let path = format!("/api/v1/{list}?limit=25&q={}", enc(term));
-            let (mut s, first) = client
-                .measure(&format!("GET /{list}?q={term} ({label})"), w, n, |_| {
-                    path.clone()
-                })
-                .await?;
-            s.note = format!(
-                "{count} messages ({:.3}%), {} {what} on page",
-                *count as f64 * 100.0 / args.messages as f64,
-                first["data"].as_array().map_or(0, |a| a.len())
-            );
-            s.target = Some(50.0);
-            print_stats(&s);
-            results.push(s);
+    ]
+    .iter()
+    .flat_map(|&(list, what)| {
+        terms.iter().map(move |(label, term, count)| {
+            (
+                format!("GET /{list}?q={term} ({label})"),
+                format!("/api/v1/{list}?limit=25&q={}", enc(term)),
+                what,
+                count,
+            )
+        })
+    })
+    .collect();
+    let figures: Vec<(String, String)> = searches
+        .iter()
+        .map(|(name, path, ..)| (name.clone(), path.clone()))
+        .collect();
+    let measured = if args.one_by_one {
+        let mut measured = Vec::new();
+        for (name, path) in &figures {
+            measured.push(client.measure(name, w, n, |_| path.clone()).await?);
         }
+        measured
+    } else {
+        client.measure_in_turn(&figures, w, n).await?
+    };
+    for ((mut s, first), (_, _, what, count)) in measured.into_iter().zip(&searches) {
+        s.note = format!(
+            "{count} messages ({:.3}%), {} {what} on page",
+            **count as f64 * 100.0 / args.messages as f64,
+            first["data"].as_array().map_or(0, |a| a.len())
+        );
+        s.target = Some(50.0);
+        print_stats(&s);
+        results.push(s);
     }
 
     for (label, mbi) in [("busiest", busiest), ("quietest", quietest)] {
