@@ -1509,7 +1509,8 @@ struct Client {
 }
 
 impl Client {
-    async fn get(&self, path: &str) -> anyhow::Result<Json> {
+    /// A GET of `path` with the key: its status and body.
+    async fn send_get(&self, path: &str) -> anyhow::Result<(reqwest::StatusCode, bytes::Bytes)> {
         let r = self
             .http
             .get(format!("{}{path}", self.base))
@@ -1517,7 +1518,11 @@ impl Client {
             .send()
             .await?;
         let status = r.status();
-        let body = r.bytes().await?;
+        Ok((status, r.bytes().await?))
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Json> {
+        let (status, body) = self.send_get(path).await?;
         anyhow::ensure!(
             status.is_success(),
             "GET {path} answered {status}: {}",
@@ -1634,14 +1639,7 @@ impl Client {
         t_start: Instant,
     ) -> anyhow::Result<bytes::Bytes> {
         let t0 = Instant::now();
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(&self.key)
-            .send()
-            .await?;
-        let status = r.status();
-        let body = r.bytes().await?;
+        let (status, body) = self.send_get(path).await?;
         timed.lat.push(t0.elapsed());
         timed.starts.push(t0 - t_start);
         anyhow::ensure!(status.is_success(), "GET {path} answered {status}");
