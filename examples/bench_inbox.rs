@@ -17,9 +17,9 @@
 //! by a `CHECKPOINT` before timing, which leaves the statistics alone),
 //! `--explain` (print the query plans of the measured list queries),
 //! `--samples DIR` (each figure's start and its latencies, in the order they
-//! ran, to a file of its own in DIR), `--one-by-one` (time each search
-//! figure's requests one after the other, as every other figure is, where
-//! by default the searches are taken in turn: `Client::measure_in_turn`),
+//! ran, to a file of its own in DIR), `--in-turn` (time the search figures
+//! in turn, one request of each per round, where each figure's requests
+//! otherwise run one after the other: `Client::measure_in_turn`),
 //! `--db URL` (reuse a database kept by an earlier run with the same sizes and
 //! seed: nothing is loaded, the same plan is regenerated to pick ids and terms).
 //!
@@ -69,7 +69,7 @@ struct Args {
     explain: bool,
     db: Option<String>,
     samples: Option<String>,
-    one_by_one: bool,
+    in_turn: bool,
 }
 
 fn parse_args() -> Args {
@@ -103,7 +103,7 @@ fn parse_args() -> Args {
         explain: args.iter().any(|a| a == "--explain"),
         db: get("--db"),
         samples: get("--samples"),
-        one_by_one: args.iter().any(|a| a == "--one-by-one"),
+        in_turn: args.iter().any(|a| a == "--in-turn"),
     }
 }
 
@@ -1588,10 +1588,12 @@ impl Client {
     /// Times `n` GETs of each of `figures` (name and path) taken in turn,
     /// one of each per round, after `warmup` untimed rounds: the machine's
     /// bursts (a second or so, every few seconds, in which every request
-    /// is half as slow again) then fall on every figure alike. Timed one
-    /// after the other, a burst fell on the 60 consecutive requests of
-    /// one figure and made its p99 alone, and a figure twice as slow ran
-    /// twice as long, so met twice as many.
+    /// is half as slow again) then fall on every figure alike, where one
+    /// after the other a burst fell on some 60 consecutive requests of one
+    /// figure. Each request then finds less of its own data in the CPU's
+    /// caches, which costs a search at 1,000,000 messages more than at
+    /// 10,000: on one store (load 21) the rare words' p50 went from 1.7–2.2
+    /// to 2.4–2.6 ms, at 10,000 1.1–1.3 either way.
     async fn measure_in_turn(
         &self,
         figures: &[(String, String)],
@@ -2181,8 +2183,14 @@ async fn main() -> anyhow::Result<()> {
 
     // ----------------------------------------------------------- measure
     println!(
-        "\nmeasuring: {} timed requests per figure after {} warm-up requests, sequential, one keep-alive connection; the searches in turn unless --one-by-one",
-        args.requests, args.warmup
+        "\nmeasuring: {} timed requests per figure after {} warm-up requests, sequential, one keep-alive connection{}",
+        args.requests,
+        args.warmup,
+        if args.in_turn {
+            "; the searches in turn"
+        } else {
+            ""
+        }
     );
     let mut results: Vec<Stats> = Vec::new();
     let n = args.requests;
@@ -2264,8 +2272,8 @@ async fn main() -> anyhow::Result<()> {
     results.push(s);
 
     // The same words in threads, and in sent and received mail (each
-    // message's own words), taken in turn (`Client::measure_in_turn`;
-    // `--one-by-one`: each figure's requests one after the other).
+    // message's own words), each figure's requests one after the other
+    // (`--in-turn`: `Client::measure_in_turn`).
     let searches: Vec<(String, String, &str, &u32)> = [
         ("threads", "threads"),
         ("emails", "sent"),
@@ -2287,14 +2295,14 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .map(|(name, path, ..)| (name.clone(), path.clone()))
         .collect();
-    let measured = if args.one_by_one {
+    let measured = if args.in_turn {
+        client.measure_in_turn(&figures, w, n).await?
+    } else {
         let mut measured = Vec::new();
         for (name, path) in &figures {
             measured.push(client.measure(name, w, n, |_| path.clone()).await?);
         }
         measured
-    } else {
-        client.measure_in_turn(&figures, w, n).await?
     };
     for ((mut s, first), (_, _, what, count)) in measured.into_iter().zip(&searches) {
         s.note = format!(
