@@ -1558,35 +1558,15 @@ impl Client {
         n: usize,
         path: impl Fn(usize) -> String,
     ) -> anyhow::Result<(Stats, Json)> {
-        // A figure gets at most `budget` of wall time (at least 5 samples),
-        // so that a pathological query does not stall the run for hours.
-        let budget = self.budget;
-        let t_start = Instant::now();
-        for w in 0..warmup {
-            self.get(&path(w)).await?;
-            if t_start.elapsed() > budget / 4 {
-                break;
-            }
-        }
-        let t_start = Instant::now();
-        let mut timed = Timed::new(n);
-        let mut last = Json::Null;
-        for k in 0..n {
-            if k >= 5 && t_start.elapsed() > budget {
-                break;
-            }
-            let body = self
-                .timed_get(&path(warmup + k), &mut timed, t_start)
-                .await?;
-            if k == 0 {
-                last = serde_json::from_slice(&body)?;
-            }
-        }
-        Ok((self.stats(name, timed)?, last))
+        self.measure_in_turn(&[(name, &path)], warmup, n)
+            .await?
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("one figure measured, none came back"))
     }
 
-    /// Times `n` GETs of each of `figures` (name and path) taken in turn,
-    /// one of each per round, after `warmup` untimed rounds: the machine's
+    /// Times `n` GETs of each of `figures` (a name, and the path of its
+    /// i-th request, warm-up included) taken in turn, one of each per
+    /// round, after `warmup` untimed rounds: the machine's
     /// bursts (a second or so, every few seconds, in which every request
     /// is half as slow again) then fall on every figure alike, where one
     /// after the other a burst fell on some 60 consecutive requests of one
@@ -1596,15 +1576,17 @@ impl Client {
     /// to 2.4–2.6 ms, at 10,000 1.1–1.3 either way.
     async fn measure_in_turn(
         &self,
-        figures: &[(String, String)],
+        figures: &[(&str, &dyn Fn(usize) -> String)],
         warmup: usize,
         n: usize,
     ) -> anyhow::Result<Vec<(Stats, Json)>> {
+        // A figure gets at most `budget` of wall time (at least 5 samples),
+        // so that a pathological query does not stall the run for hours.
         let budget = self.budget * figures.len().max(1) as u32;
         let t_start = Instant::now();
-        for _ in 0..warmup {
+        for w in 0..warmup {
             for (_, path) in figures {
-                self.get(path).await?;
+                self.get(&path(w)).await?;
             }
             if t_start.elapsed() > budget / 4 {
                 break;
@@ -1618,7 +1600,9 @@ impl Client {
                 break;
             }
             for (i, (_, path)) in figures.iter().enumerate() {
-                let body = self.timed_get(path, &mut timed[i], t_start).await?;
+                let body = self
+                    .timed_get(&path(warmup + k), &mut timed[i], t_start)
+                    .await?;
                 if k == 0 {
                     first[i] = serde_json::from_slice(&body)?;
                 }
@@ -2291,16 +2275,21 @@ async fn main() -> anyhow::Result<()> {
         })
     })
     .collect();
-    let figures: Vec<(String, String)> = searches
+    let paths: Vec<_> = searches
         .iter()
-        .map(|(name, path, ..)| (name.clone(), path.clone()))
+        .map(|(_, path, ..)| move |_: usize| path.clone())
+        .collect();
+    let figures: Vec<(&str, &dyn Fn(usize) -> String)> = searches
+        .iter()
+        .zip(&paths)
+        .map(|((name, ..), path)| (name.as_str(), path as &dyn Fn(usize) -> String))
         .collect();
     let measured = if args.in_turn {
         client.measure_in_turn(&figures, w, n).await?
     } else {
         let mut measured = Vec::new();
         for (name, path) in &figures {
-            measured.push(client.measure(name, w, n, |_| path.clone()).await?);
+            measured.push(client.measure(name, w, n, path).await?);
         }
         measured
     };
