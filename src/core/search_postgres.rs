@@ -263,6 +263,27 @@ impl Documents {
         }
     }
 
+    /// The most matches the whole store is collected for, as the rate seen
+    /// estimates them: three quarters of what may be collected (the rate of
+    /// a few matches is rough, and the store is the last step, so it may
+    /// take more than an era's quarter), and half of that for messages. A
+    /// message list's rate is of its own side of the mail, while the whole
+    /// store is read by the words alone, on both sides (a lexeme naming a
+    /// side made the lookup read a leaf of half the store per match), so
+    /// it holds the other side's matches too. At 1,000,000 messages an
+    /// uncommon word (2,309 messages, 1,149 of them sent) met in none of
+    /// the first 32 hours of sent mail was taken for rare, the store
+    /// spanning 270 such spans, and its whole store, over 400 matches,
+    /// cost 1.6 ms for nothing (its search 3.95 ms at p50, against 1.23 at
+    /// 10,000 messages).
+    fn whole_room(self, collect_max: i64) -> i64 {
+        let sides = match self {
+            Documents::Threads => 1,
+            Documents::Sent | Documents::Received => 2,
+        };
+        (collect_max * 3 / 4 / sides).max(1)
+    }
+
     /// The times of the oldest and the newest documents, as the columns
     /// `oldest` and `newest`, each an index probe at an end of a list's
     /// order: a thread's `last_message_at`; a sent message's `created_at`,
@@ -476,7 +497,7 @@ async fn search(
     }
     // An era is chosen to hold about a quarter of what may be collected.
     let room = (bounds.collect_max / 4).max(1);
-    let whole = whole_room(bounds.collect_max, list.documents);
+    let whole = list.documents.whole_room(bounds.collect_max);
     let mut level = first_level(&found, page, room);
     let mut caps = Caps::default();
     let mut seen = Seen::default();
@@ -702,26 +723,6 @@ struct WholeRule {
     /// collection's [`Ask::with_ends`]), so that a rare word's first era
     /// brings the whole store, a statement fewer.
     store: Option<i64>,
-}
-
-/// The most matches the whole store is collected for, as the rate seen
-/// estimates them: three quarters of what may be collected (the rate of a
-/// few matches is rough, and the store is the last step, so it may take
-/// more than an era's quarter), and half of that for messages. A message
-/// list's rate is of its own side of the mail, while the whole store is
-/// read by the words alone, on both sides (a lexeme naming a side made
-/// the lookup read a leaf of half the store per match), so it holds the
-/// other side's matches too. At 1,000,000 messages an uncommon word
-/// (2,309 messages, 1,149 of them sent) met in none of the first 32 hours
-/// of sent mail was taken for rare, the store spanning 270 such spans,
-/// and its whole store, over 400 matches, cost 1.6 ms for nothing (its
-/// search 3.95 ms at p50, against 1.23 at 10,000 messages).
-fn whole_room(collect_max: i64, documents: Documents) -> i64 {
-    let sides = match documents {
-        Documents::Threads => 1,
-        Documents::Sent | Documents::Received => 2,
-    };
-    (collect_max * 3 / 4 / sides).max(1)
 }
 
 /// The times of a list's oldest and newest documents ([`Documents::ends`]),
@@ -1770,10 +1771,10 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         let span = 32 * 3_600_000_000i128;
         let store = Some(270 * span);
         let at = (1i64 << 50) - 1;
-        let threads = whole_room(400, Documents::Threads);
-        let sent = whole_room(400, Documents::Sent);
+        let threads = Documents::Threads.whole_room(400);
+        let sent = Documents::Sent.whole_room(400);
         assert_eq!((threads, sent), (300, 150));
-        assert_eq!(whole_room(400, Documents::Received), 150);
+        assert_eq!(Documents::Received.whole_room(400), 150);
         let mut none = Seen::default();
         none.add(0, span);
         assert_eq!(none.level(100, threads, store, at), ERA_SHIFTS.len());
