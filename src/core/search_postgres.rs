@@ -458,7 +458,7 @@ impl Found<AnyRow> {
 
 /// Up to `page.limit + 1` rows of `list` (its [`SearchedList::columns`])
 /// whose documents hold every word, in list order, from the page's cursor
-/// on. Its statements run in one list read ([`Db::list_read`]): a walk
+/// on. Its statements run in one search read ([`Db::search_read`]): a walk
 /// reads its list in order from an index and stops at its limit; the GIN
 /// functions turn bitmaps back on for themselves.
 pub async fn page_rows(
@@ -468,7 +468,7 @@ pub async fn page_rows(
     page: &Page,
     bounds: SearchBounds,
 ) -> Result<Vec<AnyRow>, sqlx::Error> {
-    let mut tx = db.list_read(list.narrowed).await?;
+    let mut tx = db.search_read(list.narrowed).await?;
     let hits = search(&mut tx, list, words, page, bounds).await?;
     tx.commit().await?;
     Ok(hits)
@@ -1849,7 +1849,7 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         let everything = |_: &mut Sql| {};
         let list = thread_list(&everything, false);
         let page = Page { limit, after: None };
-        let mut tx = db.list_read(false).await.unwrap();
+        let mut tx = db.search_read(false).await.unwrap();
         sqlx::raw_sql("SET LOCAL track_functions = 'pl'")
             .execute(&mut *tx)
             .await
@@ -1921,6 +1921,53 @@ FROM generate_series(0, 6399) i;
         // the 22 missing in 4.4 eras, so six were read, 24 matches. The
         // 12.7-day era would have been 48 (60 documents in all).
         assert_eq!((calls, fetched), (2, 8 + 4 + 24));
+    }
+
+    /// With statistics, PostgreSQL rated the plan made for each run's values
+    /// cheaper than a statement's generic plan, and planned a search's
+    /// collections anew on every run; in a search read each statement
+    /// keeps one generic plan from its first run on.
+    #[tokio::test]
+    async fn a_search_plans_its_statements_once_after_analyze() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        spread_store(&db).await;
+        sqlx::raw_sql("ANALYZE threads; ANALYZE thread_search")
+            .execute(db.writer())
+            .await
+            .unwrap();
+        let everything = |_: &mut Sql| {};
+        let list = thread_list(&everything, false);
+        let words = vec!["rare".to_string()];
+        let page = Page {
+            limit: 25,
+            after: None,
+        };
+        let bounds = SearchBounds {
+            first_walk: 4,
+            ..SearchBounds::default()
+        };
+        let mut tx = db.search_read(false).await.unwrap();
+        for _ in 0..8 {
+            let hits = search(&mut tx, &list, &words, &page, bounds).await.unwrap();
+            assert_eq!(hits.len(), 3);
+        }
+        let plans = &Sql::new(
+            "SELECT CAST(COUNT(*) AS BIGINT) AS statements, \
+             CAST(COALESCE(SUM(generic_plans), 0) AS BIGINT) AS generic, \
+             CAST(COALESCE(SUM(custom_plans), 0) AS BIGINT) AS custom \
+             FROM pg_prepared_statements WHERE statement LIKE '%ph_thread_matches%' \
+             OR statement LIKE '%row_number() OVER%'",
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap()[0];
+        tx.rollback().await.unwrap();
+        // The walk and at least one collection, run eight times each.
+        assert!(plans.int("statements").unwrap() >= 2);
+        assert!(plans.int("generic").unwrap() >= 16);
+        assert_eq!(plans.int("custom").unwrap(), 0);
     }
 
     /// A word the first walk met often enough is walked on, not collected:
@@ -2338,7 +2385,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
             limit: 25,
             after: None,
         };
-        let mut tx = db.list_read(false).await.unwrap();
+        let mut tx = db.search_read(false).await.unwrap();
         let mut span_of = async |list: &SearchedList<'_>| {
             let ends = Ask {
                 with_ends: true,
@@ -2383,7 +2430,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         };
         let top = 1_790_000_000_000_000;
         let coarsest = Some(Eras::reached(ERA_SHIFTS[ERA_SHIFTS.len() - 1], top));
-        let mut tx = db.list_read(false).await.unwrap();
+        let mut tx = db.search_read(false).await.unwrap();
         for documents in [Documents::Sent, Documents::Received] {
             for (era, matches) in [(coarsest, 100), (None, 300)] {
                 let list = message_list(documents);
@@ -2405,7 +2452,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
     /// returned.
     async fn walked(db: &Db, list: &SearchedList<'_>, word: &str) -> (Vec<String>, Vec<i64>) {
         let walk = walk(list, &[word.to_string()], None, 50, 8);
-        let mut tx = db.list_read(false).await.unwrap();
+        let mut tx = db.search_read(false).await.unwrap();
         let plan = walk
             .prefixed("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ")
             .fetch_all(&mut *tx)
@@ -2549,7 +2596,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
                 ..ask(era, newest, max)
             };
             let words = vec![word.to_string()];
-            let mut tx = db.list_read(false).await.unwrap();
+            let mut tx = db.search_read(false).await.unwrap();
             let got = collect(&mut tx, &list, &words, &page, with_store)
                 .await
                 .unwrap();

@@ -899,27 +899,58 @@ impl Db {
         &self,
         narrowed: bool,
     ) -> Result<sqlx::Transaction<'static, Any>, sqlx::Error> {
+        self.read_in_order(narrowed, false).await
+    }
+
+    /// A [`Db::list_read`] for a search's statements, each run with its
+    /// generic plan from its first run on: their shape is fixed by the
+    /// search (a walk of the list's index, GIN lookups inside the matching
+    /// functions, rows read by key), so a plan made for each run's values
+    /// (a cursor's time, an era's start) buys nothing, and PostgreSQL makes
+    /// one for each of a statement's first five runs on every connection
+    /// and keeps doing so while it rates those cheaper than the generic
+    /// one. At 1,000,000 messages after `ANALYZE`, a thread collection's
+    /// bind (its planning) took 0.50 ms at the median on those first runs
+    /// and 0.034 ms after; 0.054 ms with the generic plan from the start.
+    pub async fn search_read(
+        &self,
+        narrowed: bool,
+    ) -> Result<sqlx::Transaction<'static, Any>, sqlx::Error> {
+        self.read_in_order(narrowed, true).await
+    }
+
+    async fn read_in_order(
+        &self,
+        narrowed: bool,
+        generic_plans: bool,
+    ) -> Result<sqlx::Transaction<'static, Any>, sqlx::Error> {
         if self.backend != Backend::Postgres {
             return self.reader.begin().await;
         }
         // The settings go with the BEGIN, in one simple query: a round trip
         // fewer for every list page and search than a statement after it.
         macro_rules! begin_list_read {
-            ($sorts:literal) => {
+            ($sorts:literal $(, $more:literal)?) => {
                 concat!(
                     "BEGIN; SET LOCAL enable_sort = ",
                     $sorts,
                     "; SET LOCAL enable_bitmapscan = ",
                     $sorts,
                     "; SET LOCAL jit = off; SET LOCAL max_parallel_workers_per_gather = 0"
+                    $(, $more)?
                 )
             };
         }
         self.reader
-            .begin_with(if narrowed {
-                begin_list_read!("on")
-            } else {
-                begin_list_read!("off")
+            .begin_with(match (narrowed, generic_plans) {
+                (true, false) => begin_list_read!("on"),
+                (false, false) => begin_list_read!("off"),
+                (true, true) => {
+                    begin_list_read!("on", "; SET LOCAL plan_cache_mode = force_generic_plan")
+                }
+                (false, true) => {
+                    begin_list_read!("off", "; SET LOCAL plan_cache_mode = force_generic_plan")
+                }
             })
             .await
     }
