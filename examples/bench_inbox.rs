@@ -21,7 +21,16 @@
 //! in turn, one request of each per round, where each figure's requests
 //! otherwise run one after the other: `Client::measure_in_turn`),
 //! `--db URL` (reuse a database kept by an earlier run with the same sizes and
-//! seed: nothing is loaded, the same plan is regenerated to pick ids and terms).
+//! seed: nothing is loaded, the same plan is regenerated to pick ids and terms),
+//! `--load-pool-searches` (PostgreSQL, after a load: time the search figures
+//! once through the loading pool's connections too, before the service's
+//! own; see below).
+//!
+//! On PostgreSQL the load goes through the first server's pool; what is
+//! timed goes through a second server with a pool of its own, as a service
+//! reading a store has never run the loader's bulk statements (each INSERT
+//! of hundreds of rows prepared and cached on its connection) nor the
+//! thread documents' backfill.
 //!
 //! The warm-up is sized to the service's pool of 16 PostgreSQL connections,
 //! which a sequential client goes round: each connection plans a statement
@@ -70,6 +79,7 @@ struct Args {
     db: Option<String>,
     samples: Option<String>,
     in_turn: bool,
+    load_pool_searches: bool,
 }
 
 fn parse_args() -> Args {
@@ -104,6 +114,7 @@ fn parse_args() -> Args {
         db: get("--db"),
         samples: get("--samples"),
         in_turn: args.iter().any(|a| a == "--in-turn"),
+        load_pool_searches: args.iter().any(|a| a == "--load-pool-searches"),
     }
 }
 
@@ -1908,7 +1919,10 @@ async fn main() -> anyhow::Result<()> {
     let base = format!("http://{}", listener.local_addr()?);
     let db: Db = state.db.clone();
     let backend = db.backend();
-    tokio::spawn(app::serve(state, listener, std::future::pending()));
+    let (stop_first, first_stopped) = tokio::sync::oneshot::channel::<()>();
+    let first_server = tokio::spawn(app::serve(state, listener, async {
+        let _ = first_stopped.await;
+    }));
 
     let created = auth::create_key(
         &db,
@@ -2164,6 +2178,38 @@ async fn main() -> anyhow::Result<()> {
     }
     let busiest = (0..per_mb.len()).max_by_key(|&i| per_mb[i]).unwrap_or(0);
     let quietest = (0..per_mb.len()).min_by_key(|&i| per_mb[i]).unwrap_or(0);
+
+    // A second server, with connections that did not load (see the notes
+    // at the top); the loading one's pool is closed once compared.
+    let mut client = client;
+    let mut db = db;
+    if !reuse && backend == Backend::Postgres {
+        if args.load_pool_searches {
+            println!("\nthe searches through the loading pool:");
+            for (label, term, _) in &terms {
+                for list in ["threads", "emails", "messages"] {
+                    let path = format!("/api/v1/{list}?limit=25&q={}", enc(term));
+                    let (s, _) = client
+                        .measure(
+                            &format!("load pool: GET /{list}?q={term} ({label})"),
+                            args.warmup,
+                            args.requests,
+                            |_| path.clone(),
+                        )
+                        .await?;
+                    print_stats(&s);
+                }
+            }
+        }
+        let state = AppState::build(Config::from_map(&settings)?).await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        client.base = format!("http://{}", listener.local_addr()?);
+        let loading = std::mem::replace(&mut db, state.db.clone());
+        tokio::spawn(app::serve(state, listener, std::future::pending()));
+        let _ = stop_first.send(());
+        first_server.await??;
+        loading.close().await;
+    }
 
     // ----------------------------------------------------------- measure
     println!(
