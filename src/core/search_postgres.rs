@@ -1978,7 +1978,7 @@ FROM generate_series(0, 6399) i;
     /// dense as the first and threads, which keep no count of their
     /// documents.
     #[test]
-    fn finer_eras_are_read_only_where_they_hold_fewer_postings_than_the_word() {
+    fn finer_eras_are_read_unless_they_hold_twice_the_words_postings() {
         let hour: i128 = 3_600_000_000;
         let top = 1_795_915_895_250_384;
         let store = Ends {
