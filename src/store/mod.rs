@@ -929,28 +929,29 @@ impl Db {
         }
         // The settings go with the BEGIN, in one simple query: a round trip
         // fewer for every list page and search than a statement after it.
-        macro_rules! begin_list_read {
-            ($sorts:literal $(, $more:literal)?) => {
+        macro_rules! begin_read {
+            ($sorts:literal) => {
                 concat!(
                     "BEGIN; SET LOCAL enable_sort = ",
                     $sorts,
                     "; SET LOCAL enable_bitmapscan = ",
                     $sorts,
                     "; SET LOCAL jit = off; SET LOCAL max_parallel_workers_per_gather = 0"
-                    $(, $more)?
+                )
+            };
+            ($sorts:literal, generic plans) => {
+                concat!(
+                    begin_read!($sorts),
+                    "; SET LOCAL plan_cache_mode = force_generic_plan"
                 )
             };
         }
         self.reader
             .begin_with(match (narrowed, generic_plans) {
-                (true, false) => begin_list_read!("on"),
-                (false, false) => begin_list_read!("off"),
-                (true, true) => {
-                    begin_list_read!("on", "; SET LOCAL plan_cache_mode = force_generic_plan")
-                }
-                (false, true) => {
-                    begin_list_read!("off", "; SET LOCAL plan_cache_mode = force_generic_plan")
-                }
+                (true, false) => begin_read!("on"),
+                (false, false) => begin_read!("off"),
+                (true, true) => begin_read!("on", generic plans),
+                (false, true) => begin_read!("off", generic plans),
             })
             .await
     }
