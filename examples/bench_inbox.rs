@@ -1720,6 +1720,11 @@ fn print_stats(s: &Stats) {
     );
 }
 
+/// A search figure's request: the first page of `list` for `term`.
+fn search_path(list: &str, term: &str) -> String {
+    format!("/api/v1/{list}?limit=25&q={}", enc(term))
+}
+
 fn enc(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
@@ -1917,7 +1922,7 @@ async fn main() -> anyhow::Result<()> {
     let state = AppState::build(config).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
-    let db: Db = state.db.clone();
+    let mut db: Db = state.db.clone();
     let backend = db.backend();
     let (stop_first, first_stopped) = tokio::sync::oneshot::channel::<()>();
     let first_server = tokio::spawn(app::serve(state, listener, async {
@@ -1930,7 +1935,7 @@ async fn main() -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!(e))?,
     )
     .await?;
-    let client = Client {
+    let mut client = Client {
         http: reqwest::Client::builder()
             .pool_max_idle_per_host(4)
             .tcp_nodelay(true)
@@ -2181,14 +2186,12 @@ async fn main() -> anyhow::Result<()> {
 
     // A second server, with connections that did not load (see the notes
     // at the top); the loading one's pool is closed once compared.
-    let mut client = client;
-    let mut db = db;
     if !reuse && backend == Backend::Postgres {
         if args.load_pool_searches {
             println!("\nthe searches through the loading pool:");
             for (label, term, _) in &terms {
                 for list in ["threads", "emails", "messages"] {
-                    let path = format!("/api/v1/{list}?limit=25&q={}", enc(term));
+                    let path = search_path(list, term);
                     let (s, _) = client
                         .measure(
                             &format!("load pool: GET /{list}?q={term} ({label})"),
@@ -2314,7 +2317,7 @@ async fn main() -> anyhow::Result<()> {
         terms.iter().map(move |(label, term, count)| {
             (
                 format!("GET /{list}?q={term} ({label})"),
-                format!("/api/v1/{list}?limit=25&q={}", enc(term)),
+                search_path(list, term),
                 what,
                 count,
             )
