@@ -1463,27 +1463,50 @@ async fn database_size(db: &Db, url: &str) -> anyhow::Result<String> {
         };
         let (main, wal) = (size(""), size("-wal"));
         return Ok(format!(
-            "{:.1} MiB file + {:.1} MiB WAL ({})",
+            "{:.1} MiB file + {:.1} MiB WAL ({}); {}",
             main as f64 / 1048576.0,
             wal as f64 / 1048576.0,
-            path.display()
+            path.display(),
+            page_cache_note()
         ));
     }
     let r = Sql::new(
         "SELECT pg_database_size(current_database()) AS total, \
          pg_total_relation_size('messages') AS messages, \
          pg_total_relation_size('threads') AS threads, \
-         pg_relation_size('messages_search_sides') AS gin",
+         pg_relation_size('messages_search_sides') AS gin, \
+         current_setting('shared_buffers') AS shared_buffers",
     )
     .fetch_one(db.reader())
     .await?;
     Ok(format!(
-        "{:.1} MiB (messages {:.1} MiB incl. indexes and TOAST, of which GIN {:.1} MiB; threads {:.1} MiB)",
+        "{:.1} MiB (messages {:.1} MiB incl. indexes and TOAST, of which GIN {:.1} MiB; threads {:.1} MiB); server shared_buffers {}; {}",
         r.int("total")? as f64 / 1048576.0,
         r.int("messages")? as f64 / 1048576.0,
         r.int("gin")? as f64 / 1048576.0,
         r.int("threads")? as f64 / 1048576.0,
+        r.text("shared_buffers")?,
+        page_cache_note(),
     ))
+}
+
+/// What the machine keeps of the store in memory, which decides whether a
+/// big store's searches read from disk: the page cache's size, and whether
+/// the kernel's DAMON reclaim (which pages out what was not touched for a
+/// while) runs. Runs on different days differed by both.
+fn page_cache_note() -> String {
+    let cached_mib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("Cached:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or("unknown".to_string(), |kb| format!("{} MiB", kb / 1024));
+    let damon = std::fs::read_to_string("/sys/kernel/mm/damon/admin/kdamonds/0/state")
+        .map_or("absent".to_string(), |s| s.trim().to_string());
+    format!("page cache {cached_mib}, kernel DAMON reclaim {damon}")
 }
 
 // ---------------------------------------------------------------------------
