@@ -1492,8 +1492,9 @@ async fn database_size(db: &Db, url: &str) -> anyhow::Result<String> {
 
 /// What the machine keeps of the store in memory, which decides whether a
 /// big store's searches read from disk: the page cache's size, and whether
-/// the kernel's DAMON reclaim (which pages out what was not touched for a
-/// while) runs. Runs on different days differed by both.
+/// the kernel's DAMON runs and with what action (`pageout`: it reclaims
+/// what was not touched for a while). Runs on different days differed by
+/// both.
 fn page_cache_note() -> String {
     let cached_mib = std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -1504,9 +1505,14 @@ fn page_cache_note() -> String {
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
         .map_or("unknown".to_string(), |kb| format!("{} MiB", kb / 1024));
-    let damon = std::fs::read_to_string("/sys/kernel/mm/damon/admin/kdamonds/0/state")
-        .map_or("absent".to_string(), |s| s.trim().to_string());
-    format!("page cache {cached_mib}, kernel DAMON reclaim {damon}")
+    let kdamond = "/sys/kernel/mm/damon/admin/kdamonds/0";
+    let read = |file: &str| std::fs::read_to_string(format!("{kdamond}/{file}")).ok();
+    let damon = match (read("state"), read("contexts/0/schemes/0/action")) {
+        (Some(state), Some(action)) => format!("{} ({})", state.trim(), action.trim()),
+        (Some(state), None) => state.trim().to_string(),
+        (None, _) => "absent".to_string(),
+    };
+    format!("page cache {cached_mib}, kernel DAMON {damon}")
 }
 
 // ---------------------------------------------------------------------------
