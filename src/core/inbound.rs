@@ -24,7 +24,7 @@ use crate::core::mailboxes;
 use crate::core::memory;
 use crate::core::messages::Message;
 use crate::core::search;
-use crate::core::threads::{self, ThreadContribution};
+use crate::core::threads::{self, THREAD_STATE_COLUMNS, ThreadContribution, ThreadState};
 use crate::core::validate;
 use crate::ids;
 use crate::mime::compose;
@@ -174,14 +174,28 @@ impl Target {
 ///
 /// `raw` is shared, never copied: the parsed bodies and attachments that
 /// were not encoded are slices of it, and the statements bind it as it is.
+///
+/// `decided` holds recipients already decided (SMTP decides each at RCPT),
+/// by their lower-case envelope address; the others are decided here. A
+/// mailbox decided on and deleted since is found gone by the storing
+/// transaction and skipped, as if it had been decided now.
 pub async fn ingest(
     db: &Db,
     raw: Bytes,
     envelope_recipients: &[String],
+    decided: &[(String, RecipientDecision)],
 ) -> Result<Vec<StoredInbound>, sqlx::Error> {
     let mut targets: Vec<Target> = Vec::new();
     for r in envelope_recipients {
-        let target = match accepts_recipient(db, r).await? {
+        let known = decided
+            .iter()
+            .find(|(address, _)| address.as_str() == r.to_lowercase())
+            .map(|(_, d)| d.clone());
+        let decision = match known {
+            Some(d) => d,
+            None => accepts_recipient(db, r).await?,
+        };
+        let target = match decision {
             RecipientDecision::Mailbox(m) | RecipientDecision::CatchAll(m) => Target::Existing(m),
             RecipientDecision::AutoCreate { address, domain_id } => {
                 Target::Create { address, domain_id }
@@ -263,35 +277,37 @@ async fn store(
         if out.iter().any(|s| s.mailbox_id == mb.id) {
             continue;
         }
-        let existing = sql!(
-            "SELECT id, thread_id FROM messages WHERE mailbox_id = $1 AND message_id = $2 \
-             AND direction = 'inbound'",
-            &mb.id,
-            &p.message_id
-        )
-        .fetch_optional_tx(tx)
-        .await?;
-        if let Some(r) = existing {
-            out.push(StoredInbound {
-                id: r.text("id")?,
-                mailbox_id: mb.id.clone(),
-                mailbox: mb.address.clone(),
-                thread_id: r.text("thread_id")?,
-                message_id: p.message_id.clone(),
-                duplicate: true,
-            });
-            continue;
-        }
-
         // Threading: our own Message-IDs (and SES's rewritten ones) first,
         // then a recent thread with the same subject.
         let mut refs: Vec<String> = p.references.clone();
         refs.extend(p.in_reply_to.iter().cloned());
         refs.push(p.message_id.clone());
         refs.dedup();
-        let mut thread_id = threads::by_references(tx, &mb.id, &refs).await?;
-        if thread_id.is_none() {
-            thread_id = by_subject(tx, &mb.id, &p.subject, now).await?;
+        let refs = &refs[refs.len().saturating_sub(threads::MAX_REFERENCE_LOOKUPS)..];
+        let Some(arrival) = arrival_read(backend, &mb.id, &p.message_id, refs)
+            .fetch_optional_tx(tx)
+            .await?
+        else {
+            // The mailbox was deleted after it was decided on.
+            continue;
+        };
+        if let Some(id) = arrival.opt_text("duplicate_id")? {
+            out.push(StoredInbound {
+                id,
+                mailbox_id: mb.id.clone(),
+                mailbox: mb.address.clone(),
+                thread_id: arrival.text("duplicate_thread")?,
+                message_id: p.message_id.clone(),
+                duplicate: true,
+            });
+            continue;
+        }
+        let mut thread = match arrival.opt_text("id")? {
+            Some(_) => Some(ThreadState::from_row(&arrival)?),
+            None => None,
+        };
+        if thread.is_none() {
+            thread = by_subject(tx, backend, &mb.id, &p.subject, now).await?;
         }
         let mut participants: Vec<(Option<String>, String)> = Vec::new();
         for (n, a) in std::iter::once(&p.from)
@@ -309,10 +325,8 @@ async fn store(
         // batch (on PostgreSQL one statement for a new thread; see
         // `store::execute_all`).
         let mut writes: Vec<Sql> = Vec::new();
-        let (thread_id, thread_change) = threads::add_message_statement(
-            tx,
-            backend,
-            thread_id.as_deref(),
+        let (thread_id, thread_change) = threads::message_added(
+            thread.as_ref(),
             &ThreadContribution {
                 mailbox_id: &mb.id,
                 mailbox: &mb.address,
@@ -325,8 +339,7 @@ async fn store(
                 has_attachments: !p.attachments.is_empty(),
                 at: now,
             },
-        )
-        .await?;
+        );
         writes.push(thread_change);
 
         let message = Message {
@@ -434,27 +447,77 @@ async fn store(
     Ok(out)
 }
 
+/// What the storing transaction reads of one copy before it writes it, in
+/// one statement: one row if the mailbox is there, with the copy of this
+/// Message-ID the mailbox already holds (`duplicate_id`,
+/// `duplicate_thread`) and the mailbox's thread that `refs` (at least one
+/// id) name, as [`ThreadState`] reads it (null columns when there is none).
+///
+/// On PostgreSQL the mailbox is kept there until the transaction ends (a
+/// deletion of the mailbox locks it first: it waits, or has committed and
+/// the row is gone) and the thread is locked, as any thread a message is
+/// added to. The mailbox is locked first, as a deletion does, which is why
+/// the thread is read laterally (after the mailbox's row): in the other
+/// order a deletion holding the mailbox and this read holding the thread
+/// would wait for each other. SQLite's writes never overlap.
+fn arrival_read(backend: Backend, mailbox_id: &str, message_id: &str, refs: &[String]) -> Sql {
+    let (key_share, lateral, after_mailbox) = match backend {
+        // A reference to `mb` (which no index takes) makes the read lateral.
+        Backend::Postgres => (
+            " FOR KEY SHARE",
+            "LATERAL ",
+            " AND mb.id IS NOT NULL FOR UPDATE",
+        ),
+        Backend::Sqlite => ("", "", ""),
+    };
+    let mut q = Sql::new(
+        "SELECT d.id AS duplicate_id, d.thread_id AS duplicate_thread, t.id, t.folders, \
+         t.participants, t.last_message_at FROM (SELECT id FROM mailboxes WHERE id = ",
+    );
+    q.bind(mailbox_id).push(key_share).push(&format!(
+        ") mb LEFT JOIN {lateral}(SELECT {THREAD_STATE_COLUMNS} FROM threads WHERE id = ("
+    ));
+    threads::push_references_read(&mut q, mailbox_id, refs);
+    // The mailbox's own id, not `mb.id`: the row of a locked subquery is
+    // no constant to the planner, and the index's whole key is.
+    q.push(&format!(
+        "){after_mailbox}) t ON 1 = 1 LEFT JOIN messages d ON d.mailbox_id = "
+    ))
+    .bind(mailbox_id)
+    .push(" AND d.message_id = ")
+    .bind(message_id)
+    .push(" AND d.direction = 'inbound'");
+    q
+}
+
 fn addresses_of(list: &[(Option<String>, String)]) -> Vec<String> {
     list.iter().map(|(_, a)| a.clone()).collect()
 }
 
 /// The most recent thread of the mailbox with the same subject key, if it saw
 /// mail within the window. An empty subject never matches.
+/// Read (and on PostgreSQL locked) as [`ThreadState`].
 async fn by_subject(
     tx: &mut Tx,
+    backend: Backend,
     mailbox_id: &str,
     subject: &str,
     now: i64,
-) -> Result<Option<String>, sqlx::Error> {
+) -> Result<Option<ThreadState>, sqlx::Error> {
     let key = threads::subject_key(subject);
     if key.is_empty() {
         return Ok(None);
     }
-    subject_read(mailbox_id, &key, now - SUBJECT_THREAD_WINDOW_MICROS)
-        .fetch_optional_tx(tx)
-        .await?
-        .map(|r| r.text("id"))
-        .transpose()
+    subject_read(
+        backend,
+        mailbox_id,
+        &key,
+        now - SUBJECT_THREAD_WINDOW_MICROS,
+    )
+    .fetch_optional_tx(tx)
+    .await?
+    .map(|r| ThreadState::from_row(&r))
+    .transpose()
 }
 
 /// The read of [`by_subject`]: the newest thread of the mailbox with the
@@ -464,15 +527,18 @@ async fn by_subject(
 /// walk the mailbox's threads and filter the subject, and be kept for good
 /// (measured: 46 ms a message at 250,000 stored). Planned for the table as
 /// it is, the subject's index wins as soon as the table is not small.
-fn subject_read(mailbox_id: &str, key: &str, since: i64) -> Sql {
-    sql!(
-        "SELECT id FROM threads WHERE mailbox_id = $1 AND normalized_subject = $2 \
-         AND last_message_at >= $3 ORDER BY last_message_at DESC, id DESC LIMIT 1",
-        mailbox_id,
-        key,
-        since
-    )
-    .plan_each_run()
+fn subject_read(backend: Backend, mailbox_id: &str, key: &str, since: i64) -> Sql {
+    let mut q = Sql::new(&format!(
+        "SELECT {THREAD_STATE_COLUMNS} FROM threads WHERE mailbox_id = "
+    ));
+    q.bind(mailbox_id)
+        .push(" AND normalized_subject = ")
+        .bind(key)
+        .push(" AND last_message_at >= ")
+        .bind(since)
+        .push(" ORDER BY last_message_at DESC, id DESC LIMIT 1")
+        .push(threads::lock_suffix(backend));
+    q.plan_each_run()
 }
 
 /// The row of `m`, its bodies and headers from `p`.
@@ -1021,27 +1087,40 @@ mod tests {
         ];
         let plan = generic_plan(
             &db,
-            &threads::references_read("mbx_1", &refs),
+            &arrival_read(Backend::Postgres, "mbx_1", "<c@x.test>", &refs),
             &[
+                "mbx_1",
                 "mbx_1",
                 "<a@x.test>",
                 "mbx_1",
                 "<b@email.amazonses.com>",
                 "b",
                 "mbx_1",
+                "mbx_1",
+                "<c@x.test>",
             ],
         )
         .await;
-        // Each id is a condition of its index scan; only a provider id's
-        // few rows are filtered by mailbox.
+        // Each id is a condition of its index scan, as are the mailbox,
+        // the arrival's own Message-ID and the thread found; only a
+        // provider id's few rows are filtered by mailbox.
         assert!(!plan.contains("Seq Scan"), "{plan}");
-        assert_eq!(plan.matches("Index Cond").count(), 3, "{plan}");
+        assert_eq!(plan.matches("Index Cond").count(), 6, "{plan}");
+        // The mailbox is locked before the thread, as a deletion of the
+        // mailbox locks them: its row is read first, the thread laterally.
+        let at = |index: &str| {
+            plan.find(index)
+                .unwrap_or_else(|| panic!("{index}: {plan}"))
+        };
+        assert_eq!(plan.matches("LockRows").count(), 2, "{plan}");
+        assert!(at("mailboxes_pkey") < at("threads_pkey"), "{plan}");
+        at("Index Cond: ((mailbox_id = $8) AND (message_id = $9))");
         for line in plan.lines().filter(|l| l.contains("Filter")) {
             assert!(!line.contains("message_id"), "{plan}");
         }
         // The subject read is planned on each run, never kept.
         let mut conn = db.writer().acquire().await.unwrap();
-        subject_read("mbx_1", "topic", 0)
+        subject_read(Backend::Postgres, "mbx_1", "topic", 0)
             .fetch_optional(&mut *conn)
             .await
             .unwrap();

@@ -9,7 +9,7 @@ use crate::ids;
 use crate::model::Timestamp;
 use crate::model::mailboxes as model;
 use crate::sql;
-use crate::store::{Db, RowExt, Sql, Tx, is_unique_violation};
+use crate::store::{Backend, Db, RowExt, Sql, Tx, is_unique_violation};
 
 pub const DEFAULT_COLOR: &str = "#6366f1";
 
@@ -358,6 +358,15 @@ pub async fn delete(db: &Db, key: &ApiKey, id: &str, confirm: bool) -> Result<Ma
         ));
     }
     let mut tx = db.begin().await?;
+    // The mailbox is locked before its mail is read: mail being stored in
+    // it (which holds it, see `inbound::ingest`) is committed first, and
+    // is read and deleted below, or finds the mailbox gone. (SQLite's
+    // write transactions never overlap.)
+    if db.backend() == Backend::Postgres {
+        sql!("SELECT id FROM mailboxes WHERE id = $1 FOR UPDATE", &m.id)
+            .fetch_optional_tx(&mut tx)
+            .await?;
+    }
     // The mail goes with the mailbox: threads, messages, attachments, contacts.
     let threads: Vec<String> = sql!("SELECT id FROM threads WHERE mailbox_id = $1", &m.id)
         .fetch_all_tx(&mut tx)

@@ -94,10 +94,53 @@ pub fn snippet(text: &str) -> String {
 /// lookup of its own, and SQLite takes at most 500 in one statement.
 pub const MAX_REFERENCE_LOOKUPS: usize = 100;
 
-fn lock_suffix(backend: Backend) -> &'static str {
+pub(crate) fn lock_suffix(backend: Backend) -> &'static str {
     match backend {
         Backend::Postgres => " FOR UPDATE",
         Backend::Sqlite => "",
+    }
+}
+
+/// The columns of a thread that adding a message to it reads, as
+/// [`ThreadState::from_row`] takes them.
+pub const THREAD_STATE_COLUMNS: &str = "id, folders, participants, last_message_at";
+
+/// A thread as a message being added to it finds it: read (and on
+/// PostgreSQL locked) in the transaction that adds the message.
+#[derive(Debug, Clone)]
+pub struct ThreadState {
+    pub id: String,
+    folders: String,
+    participants: String,
+    last_message_at: i64,
+}
+
+impl ThreadState {
+    /// From a row of [`THREAD_STATE_COLUMNS`].
+    pub fn from_row(row: &impl RowExt) -> Result<ThreadState, sqlx::Error> {
+        Ok(ThreadState {
+            id: row.text("id")?,
+            folders: row.text("folders")?,
+            participants: row.text("participants")?,
+            last_message_at: row.int("last_message_at")?,
+        })
+    }
+
+    /// Reads (and on PostgreSQL locks) thread `id` within `tx`.
+    pub async fn read(
+        tx: &mut Tx,
+        backend: Backend,
+        id: &str,
+    ) -> Result<Option<ThreadState>, sqlx::Error> {
+        Sql::new(&format!(
+            "SELECT {THREAD_STATE_COLUMNS} FROM threads WHERE id = "
+        ))
+        .bind(id)
+        .push(lock_suffix(backend))
+        .fetch_optional_tx(tx)
+        .await?
+        .map(|row| ThreadState::from_row(&row))
+        .transpose()
     }
 }
 
@@ -123,6 +166,17 @@ pub async fn add_message_statement(
     thread_id: Option<&str>,
     c: &ThreadContribution<'_>,
 ) -> Result<(String, Sql), sqlx::Error> {
+    let existing = match thread_id {
+        Some(id) => ThreadState::read(tx, backend, id).await?,
+        None => None,
+    };
+    Ok(message_added(existing.as_ref(), c))
+}
+
+/// The thread id and the INSERT (a new thread, when `existing` is `None`)
+/// or UPDATE that adds a message to `existing`, a thread read and locked
+/// in the transaction that runs it.
+pub fn message_added(existing: Option<&ThreadState>, c: &ThreadContribution<'_>) -> (String, Sql) {
     let participants_json = |list: &[(Option<String>, String)]| -> String {
         let people: Vec<Participant> = list
             .iter()
@@ -133,50 +187,43 @@ pub async fn add_message_statement(
             .collect();
         serde_json::to_string(&people).unwrap_or_else(|_| "[]".into())
     };
-    if let Some(id) = thread_id {
-        let row =
-            Sql::new("SELECT folders, participants, last_message_at FROM threads WHERE id = ")
-                .bind(id)
-                .push(lock_suffix(backend))
-                .fetch_optional_tx(tx)
-                .await?;
-        if let Some(row) = row {
-            let mut folders = parse_folders(&row.text("folders")?);
-            if !folders.iter().any(|f| f == c.folder) {
-                folders.push(c.folder.to_string());
-            }
-            let mut people: Vec<(Option<String>, String)> =
-                serde_json::from_str::<Vec<Participant>>(&row.text("participants")?)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|p| ((!p.name.is_empty()).then_some(p.name), p.address))
-                    .collect();
-            for (n, a) in &c.participants {
-                if !people.iter().any(|(_, x)| x == a) {
-                    people.push((n.clone(), a.clone()));
-                }
-            }
-            let newer = c.at >= row.int("last_message_at")?;
-            let mut q = Sql::new("UPDATE threads SET folders = ");
-            q.bind(format_folders(&folders))
-                .push(", participants = ")
-                .bind(participants_json(&people))
-                .push(", message_count = message_count + 1, unread_count = unread_count + ")
-                .bind(i64::from(c.unread))
-                .push(", has_attachments = CASE WHEN has_attachments = 1 OR ")
-                .bind(i64::from(c.has_attachments))
-                .push(" = 1 THEN 1 ELSE 0 END");
-            if newer {
-                q.push(", last_message_at = ")
-                    .bind(c.at)
-                    .push(", snippet = ")
-                    .bind(snippet(c.snippet_source));
-            }
-            q.push(" WHERE id = ").bind(id);
-            // The thread is locked above and written by this statement
-            // alone: it may join the message's inserts.
-            return Ok((id.to_string(), q.joining_inserts()));
+    if let Some(row) = existing {
+        let id = &row.id;
+        let mut folders = parse_folders(&row.folders);
+        if !folders.iter().any(|f| f == c.folder) {
+            folders.push(c.folder.to_string());
         }
+        let mut people: Vec<(Option<String>, String)> =
+            serde_json::from_str::<Vec<Participant>>(&row.participants)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| ((!p.name.is_empty()).then_some(p.name), p.address))
+                .collect();
+        for (n, a) in &c.participants {
+            if !people.iter().any(|(_, x)| x == a) {
+                people.push((n.clone(), a.clone()));
+            }
+        }
+        let newer = c.at >= row.last_message_at;
+        let mut q = Sql::new("UPDATE threads SET folders = ");
+        q.bind(format_folders(&folders))
+            .push(", participants = ")
+            .bind(participants_json(&people))
+            .push(", message_count = message_count + 1, unread_count = unread_count + ")
+            .bind(i64::from(c.unread))
+            .push(", has_attachments = CASE WHEN has_attachments = 1 OR ")
+            .bind(i64::from(c.has_attachments))
+            .push(" = 1 THEN 1 ELSE 0 END");
+        if newer {
+            q.push(", last_message_at = ")
+                .bind(c.at)
+                .push(", snippet = ")
+                .bind(snippet(c.snippet_source));
+        }
+        q.push(" WHERE id = ").bind(id.as_str());
+        // The thread is locked by its read and written by this statement
+        // alone: it may join the message's inserts.
+        return (id.clone(), q.joining_inserts());
     }
     let id = ids::new_id("thr");
     let subject = normalize_subject(c.subject);
@@ -198,7 +245,7 @@ pub async fn add_message_statement(
         c.at,
         clock::now_micros()
     );
-    Ok((id, insert))
+    (id, insert)
 }
 
 /// Folders are stored as `,inbox,sent,` so that one folder is a LIKE away.
@@ -226,15 +273,17 @@ pub async fn by_references(
     if message_ids.is_empty() {
         return Ok(None);
     }
-    references_read(mailbox_id, message_ids)
-        .fetch_optional_tx(tx)
+    let mut q = Sql::new("");
+    push_references_read(&mut q, mailbox_id, message_ids);
+    q.fetch_optional_tx(tx)
         .await?
         .map(|r| r.text("thread_id"))
         .transpose()
 }
 
-/// The read of [`by_references`], for at least one id.
-pub(crate) fn references_read(mailbox_id: &str, message_ids: &[String]) -> Sql {
+/// Appends the read of [`by_references`] (one row, `thread_id`) to `q`,
+/// for at least one id: alone, or as a scalar subquery of a larger read.
+pub(crate) fn push_references_read(q: &mut Sql, mailbox_id: &str, message_ids: &[String]) {
     let provider_ids: Vec<String> = message_ids
         .iter()
         .filter_map(|m| {
@@ -248,7 +297,7 @@ pub(crate) fn references_read(mailbox_id: &str, message_ids: &[String]) -> Sql {
     // (…)`: with that, a plan could take the mailbox alone from the index
     // and filter its every message (PostgreSQL's generic plan made while the
     // table was small did, and each arrival then read the whole mailbox).
-    let mut q = Sql::new("SELECT thread_id FROM (");
+    q.push("SELECT thread_id FROM (");
     for (i, id) in message_ids.iter().enumerate() {
         if i > 0 {
             q.push(" UNION ALL ");
@@ -267,7 +316,6 @@ pub(crate) fn references_read(mailbox_id: &str, message_ids: &[String]) -> Sql {
         .bind(mailbox_id);
     }
     q.push(") r ORDER BY created_at DESC LIMIT 1");
-    q
 }
 
 #[cfg(test)]

@@ -548,10 +548,12 @@ async fn a_repeated_message_id_is_stored_once() {
     let raw = b"From: ann@external.test\r\nSubject: No id\r\n\r\nbody\r\n";
     let recipients = vec!["inbox@ours.test".to_string()];
     let raw = bytes::Bytes::from_static(raw);
-    let first = inbound::ingest(&t.app.db, raw.clone(), &recipients)
+    let first = inbound::ingest(&t.app.db, raw.clone(), &recipients, &[])
         .await
         .unwrap();
-    let again = inbound::ingest(&t.app.db, raw, &recipients).await.unwrap();
+    let again = inbound::ingest(&t.app.db, raw, &recipients, &[])
+        .await
+        .unwrap();
     assert_eq!(first.len(), 1);
     assert!(!first[0].duplicate && again[0].duplicate);
     assert_eq!(first[0].id, again[0].id);
@@ -565,7 +567,7 @@ async fn a_repeated_message_id_is_stored_once() {
         let raw = raw.clone();
         let recipients = recipients.clone();
         tasks.push(tokio::spawn(async move {
-            inbound::ingest(&db, raw.into(), &recipients).await
+            inbound::ingest(&db, raw.into(), &recipients, &[]).await
         }));
     }
     let mut stored_now = 0;
@@ -585,9 +587,14 @@ async fn a_repeated_message_id_is_stored_once() {
     assert_eq!(n, 1);
 
     // Nothing local: nothing stored, no error.
-    let none = inbound::ingest(&t.app.db, raw.into(), &["x@elsewhere.test".to_string()])
-        .await
-        .unwrap();
+    let none = inbound::ingest(
+        &t.app.db,
+        raw.into(),
+        &["x@elsewhere.test".to_string()],
+        &[],
+    )
+    .await
+    .unwrap();
     assert!(none.is_empty());
 }
 
@@ -1255,6 +1262,52 @@ async fn a_storage_failure_answers_451_and_writes_nothing() {
     c.expect(221).await;
     assert_eq!(inbound_in(&t.app.db, "inbox@ours.test").await.len(), 1);
     assert_eq!(received_events(&t.app.db).await.len(), 1);
+}
+
+/// A recipient is decided at RCPT and that decision is what the message is
+/// stored by; a mailbox deleted in between is found gone when the message
+/// is stored: nothing is stored for it, and the client hears so.
+#[tokio::test]
+async fn a_mailbox_deleted_after_rcpt_gets_nothing_and_the_client_a_550() {
+    let t = setup().await;
+    let sales = t.app.mailbox("sales@ours.test").await;
+    let mut c = Raw::connect(t.smtp.addr).await;
+    c.expect(220).await;
+    c.send("EHLO x.test\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<Sales@ours.test>\r\nDATA\r\n")
+        .await;
+    c.expect(250).await;
+    c.expect(250).await;
+    c.expect(250).await;
+    c.expect(354).await;
+    let path = format!(
+        "/api/v1/mailboxes/{}?confirm=true",
+        sales["id"].as_str().unwrap()
+    );
+    assert_eq!(t.app.delete(&path).await.status, 200);
+    c.send("Subject: gone\r\nMessage-ID: <gone@x.test>\r\n\r\nbody\r\n.\r\n")
+        .await;
+    assert!(c.expect(550).await.contains("5.1.1"));
+    assert_eq!(
+        count(&t.app.db, sql!("SELECT COUNT(*) AS n FROM messages")).await,
+        0
+    );
+    assert_eq!(
+        count(&t.app.db, sql!("SELECT COUNT(*) AS n FROM threads")).await,
+        0
+    );
+    assert_eq!(received_events(&t.app.db).await.len(), 0);
+
+    // With a mailbox of the envelope still there, its copy is stored.
+    c.send("MAIL FROM:<a@x.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
+        .await;
+    c.expect(250).await;
+    c.expect(250).await;
+    c.expect(354).await;
+    c.send("Subject: here\r\nMessage-ID: <here@x.test>\r\n\r\nbody\r\n.\r\nQUIT\r\n")
+        .await;
+    c.expect(250).await;
+    c.expect(221).await;
+    assert_eq!(inbound_in(&t.app.db, "inbox@ours.test").await.len(), 1);
 }
 
 #[tokio::test]

@@ -233,6 +233,7 @@ async fn deleting_a_mailbox_deletes_its_mail() {
         &app.db,
         bytes::Bytes::from_static(raw),
         &["a@example.com".to_string()],
+        &[],
     )
     .await
     .unwrap();
@@ -280,4 +281,69 @@ async fn deleting_a_mailbox_deletes_its_mail() {
             "{table}"
         );
     }
+}
+
+/// On PostgreSQL a mailbox's deletion locks the mailbox before it reads its
+/// mail. Mail being stored in it meanwhile, whose transaction holds the
+/// mailbox as `inbound::ingest` does, is committed first and then deleted
+/// with the rest, never left behind in a mailbox that is gone.
+#[tokio::test]
+async fn a_deletion_waits_for_mail_being_stored_and_deletes_it_too() {
+    use pigeonhole::store::{Backend, RowExt, Sql};
+    let app = spawn_app().await;
+    if app.db.backend() != Backend::Postgres {
+        return;
+    }
+    app.verified_domain("example.com").await;
+    let a = app.mailbox("a@example.com").await;
+    let id = a["id"].as_str().unwrap().to_string();
+    let mut storing = app.db.begin().await.unwrap();
+    Sql::new("SELECT id FROM mailboxes WHERE id = ")
+        .bind(id.as_str())
+        .push(" FOR KEY SHARE")
+        .fetch_optional_tx(&mut storing)
+        .await
+        .unwrap()
+        .expect("the mailbox is there");
+    Sql::new(
+        "INSERT INTO threads (id, mailbox_id, mailbox, domain, subject, normalized_subject, \
+         snippet, folders, participants, message_count, unread_count, is_starred, \
+         has_attachments, last_message_at, created_at) VALUES ('thr_arriving', ",
+    )
+    .bind(id.as_str())
+    .push(", 'a@example.com', 'example.com', 's', 's', '', ',inbox,', '', 1, 1, 0, 0, 1, 1)")
+    .execute_tx(&mut storing)
+    .await
+    .unwrap();
+
+    let path = format!("/api/v1/mailboxes/{id}?confirm=true");
+    let deleting = app.delete(&path);
+    let committing = async {
+        // Until the deletion waits for the mailbox, then the store commits.
+        loop {
+            let waiting = Sql::new(
+                "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                 AND datname = current_database()",
+            )
+            .fetch_one(app.db.reader())
+            .await
+            .unwrap()
+            .int("n")
+            .unwrap();
+            if waiting > 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        storing.commit().await.unwrap();
+    };
+    let (deleted, ()) = tokio::join!(deleting, committing);
+    assert_eq!(deleted.status, 200, "{}", deleted.text);
+    let left = Sql::new("SELECT COUNT(*) AS n FROM threads")
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap()
+        .int("n")
+        .unwrap();
+    assert_eq!(left, 0, "the thread stored meanwhile was left behind");
 }

@@ -337,6 +337,7 @@ async fn a_long_thread_is_searched_through_every_message() {
             &app.db,
             raw.into(),
             &["inbox@ours.test".to_string()],
+            &[],
         )
         .await
         .unwrap();

@@ -213,6 +213,7 @@ async fn sent_and_received_mail_are_read_through_their_own_endpoints_and_scopes(
         &app.db,
         received_with_attachment().into(),
         &["support@example.com".to_string()],
+        &[],
     )
     .await
     .unwrap();

@@ -48,6 +48,7 @@ async fn receive(app: &TestApp, raw: &[u8]) -> String {
         &app.db,
         bytes::Bytes::copy_from_slice(raw),
         &["support@example.com".to_string()],
+        &[],
     )
     .await
     .unwrap();

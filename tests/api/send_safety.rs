@@ -120,6 +120,7 @@ async fn subjects_whose_lower_case_changes_length_are_sent_listed_and_threaded()
         &app.db,
         raw.as_bytes().to_vec().into(),
         &["team@example.com".into()],
+        &[],
     )
     .await
     .expect("ingested");
@@ -414,6 +415,7 @@ async fn a_reply_lists_at_most_100_attachments_and_counts_them_all() {
             &app.db,
             with_attachments(n, &message_id).into(),
             &["team@example.com".into()],
+            &[],
         )
         .await
         .expect("ingested");
