@@ -1264,6 +1264,48 @@ async fn a_storage_failure_answers_451_and_writes_nothing() {
     assert_eq!(received_events(&t.app.db).await.len(), 1);
 }
 
+/// A message goes where its recipients were decided at RCPT (each is not
+/// decided again): an address the catch-all took then stays the catch-all's
+/// for that message, even if a mailbox of that address is made meanwhile.
+#[tokio::test]
+async fn a_message_goes_where_its_recipients_were_decided_at_rcpt() {
+    let t = setup().await;
+    let r = t
+        .app
+        .post(
+            "/api/v1/mailboxes",
+            json!({"address": "everything@ours.test", "is_catch_all": true}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let mut c = Raw::connect(t.smtp.addr).await;
+    c.expect(220).await;
+    c.send("EHLO x.test\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<late@ours.test>\r\nDATA\r\n")
+        .await;
+    c.expect(250).await;
+    c.expect(250).await;
+    c.expect(250).await;
+    c.expect(354).await;
+    t.app.mailbox("late@ours.test").await;
+    c.send("Subject: early\r\nMessage-ID: <early@x.test>\r\n\r\nbody\r\n.\r\n")
+        .await;
+    c.expect(250).await;
+    assert_eq!(inbound_in(&t.app.db, "everything@ours.test").await.len(), 1);
+    assert_eq!(inbound_in(&t.app.db, "late@ours.test").await.len(), 0);
+
+    // The next message is decided anew: the address has its mailbox now.
+    c.send("MAIL FROM:<a@x.test>\r\nRCPT TO:<late@ours.test>\r\nDATA\r\n")
+        .await;
+    c.expect(250).await;
+    c.expect(250).await;
+    c.expect(354).await;
+    c.send("Subject: later\r\nMessage-ID: <later@x.test>\r\n\r\nbody\r\n.\r\nQUIT\r\n")
+        .await;
+    c.expect(250).await;
+    c.expect(221).await;
+    assert_eq!(inbound_in(&t.app.db, "late@ours.test").await.len(), 1);
+}
+
 /// A recipient is decided at RCPT and that decision is what the message is
 /// stored by; a mailbox deleted in between is found gone when the message
 /// is stored: nothing is stored for it, and the client hears so.
