@@ -187,9 +187,10 @@ pub async fn ingest(
 ) -> Result<Vec<StoredInbound>, sqlx::Error> {
     let mut targets: Vec<Target> = Vec::new();
     for r in envelope_recipients {
+        let address = r.to_lowercase();
         let known = decided
             .iter()
-            .find(|(address, _)| address.as_str() == r.to_lowercase())
+            .find(|(decided_address, _)| *decided_address == address)
             .map(|(_, d)| d.clone());
         let decision = match known {
             Some(d) => d,
@@ -495,8 +496,8 @@ fn addresses_of(list: &[(Option<String>, String)]) -> Vec<String> {
 }
 
 /// The most recent thread of the mailbox with the same subject key, if it saw
-/// mail within the window. An empty subject never matches.
-/// Read (and on PostgreSQL locked) as [`ThreadState`].
+/// mail within the window, read (and on PostgreSQL locked) as
+/// [`ThreadState`]. An empty subject never matches.
 async fn by_subject(
     tx: &mut Tx,
     backend: Backend,
