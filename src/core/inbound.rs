@@ -303,10 +303,10 @@ async fn store(
             });
             continue;
         }
-        let mut thread = match arrival.opt_text("id")? {
-            Some(_) => Some(ThreadState::from_row(&arrival)?),
-            None => None,
-        };
+        let mut thread = arrival
+            .opt_text("id")?
+            .map(|_| ThreadState::from_row(&arrival))
+            .transpose()?;
         if thread.is_none() {
             thread = by_subject(tx, backend, &mb.id, &p.subject, now).await?;
         }
@@ -472,8 +472,8 @@ fn arrival_read(backend: Backend, mailbox_id: &str, message_id: &str, refs: &[St
         Backend::Sqlite => ("", "", ""),
     };
     let mut q = Sql::new(
-        "SELECT d.id AS duplicate_id, d.thread_id AS duplicate_thread, t.id, t.folders, \
-         t.participants, t.last_message_at FROM (SELECT id FROM mailboxes WHERE id = ",
+        "SELECT d.id AS duplicate_id, d.thread_id AS duplicate_thread, t.* \
+         FROM (SELECT id FROM mailboxes WHERE id = ",
     );
     q.bind(mailbox_id).push(key_share).push(&format!(
         ") mb LEFT JOIN {lateral}(SELECT {THREAD_STATE_COLUMNS} FROM threads WHERE id = ("
