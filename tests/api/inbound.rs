@@ -1004,6 +1004,28 @@ impl Raw {
     }
 
     /// True when the server closed the connection.
+    /// Connects, greets and starts a message to `rcpt` (an accepted one),
+    /// up to the 354 that asks for its data.
+    pub(crate) async fn at_data(addr: SocketAddr, rcpt: &str) -> Raw {
+        let mut c = Raw::connect(addr).await;
+        c.expect(220).await;
+        c.send("EHLO x.test\r\n").await;
+        c.expect(250).await;
+        c.start_message(rcpt).await;
+        c
+    }
+
+    /// MAIL, RCPT to `rcpt` (an accepted one) and DATA, up to the 354.
+    pub(crate) async fn start_message(&mut self, rcpt: &str) {
+        self.send(&format!(
+            "MAIL FROM:<a@x.test>\r\nRCPT TO:<{rcpt}>\r\nDATA\r\n"
+        ))
+        .await;
+        self.expect(250).await;
+        self.expect(250).await;
+        self.expect(354).await;
+    }
+
     pub(crate) async fn closed(&mut self) -> bool {
         let mut rest = String::new();
         matches!(
@@ -1118,20 +1140,12 @@ async fn hostile_clients_are_cut_off_and_others_keep_being_served() {
         .await;
     c.expect(250).await;
     c.expect(552).await;
-    c.send("MAIL FROM:<a@x.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
-        .await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(354).await;
+    c.start_message("inbox@ours.test").await;
     let line = format!("{}\r\n", "x".repeat(900));
     c.send(&format!("Subject: big\r\n\r\n{}.\r\n", line.repeat(6)))
         .await;
     assert!(c.expect(552).await.contains("5.3.4"));
-    c.send("MAIL FROM:<a@x.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
-        .await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(354).await;
+    c.start_message("inbox@ours.test").await;
     c.send("Subject: small\r\nMessage-ID: <small@x.test>\r\n\r\nfine\r\n.\r\nQUIT\r\n")
         .await;
     c.expect(250).await;
@@ -1226,14 +1240,7 @@ async fn an_evicted_session_stuck_in_a_tls_handshake_is_closed() {
 #[tokio::test]
 async fn a_storage_failure_answers_451_and_writes_nothing() {
     let t = setup().await;
-    let mut c = Raw::connect(t.smtp.addr).await;
-    c.expect(220).await;
-    c.send("EHLO x.test\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
-        .await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(354).await;
+    let mut c = Raw::at_data(t.smtp.addr, "inbox@ours.test").await;
     sql!("ALTER TABLE messages RENAME TO messages_parked")
         .execute(t.app.db.writer())
         .await
@@ -1251,11 +1258,7 @@ async fn a_storage_failure_answers_451_and_writes_nothing() {
         0
     );
     // The client retries, as SMTP clients do after a 4xx.
-    c.send("MAIL FROM:<a@x.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
-        .await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(354).await;
+    c.start_message("inbox@ours.test").await;
     c.send("Subject: lost?\r\nMessage-ID: <lost@x.test>\r\n\r\nbody\r\n.\r\nQUIT\r\n")
         .await;
     c.expect(250).await;
@@ -1278,14 +1281,7 @@ async fn a_message_goes_where_its_recipients_were_decided_at_rcpt() {
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
-    let mut c = Raw::connect(t.smtp.addr).await;
-    c.expect(220).await;
-    c.send("EHLO x.test\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<late@ours.test>\r\nDATA\r\n")
-        .await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(354).await;
+    let mut c = Raw::at_data(t.smtp.addr, "late@ours.test").await;
     t.app.mailbox("late@ours.test").await;
     c.send("Subject: early\r\nMessage-ID: <early@x.test>\r\n\r\nbody\r\n.\r\n")
         .await;
@@ -1294,11 +1290,7 @@ async fn a_message_goes_where_its_recipients_were_decided_at_rcpt() {
     assert_eq!(inbound_in(&t.app.db, "late@ours.test").await.len(), 0);
 
     // The next message is decided anew: the address has its mailbox now.
-    c.send("MAIL FROM:<a@x.test>\r\nRCPT TO:<late@ours.test>\r\nDATA\r\n")
-        .await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(354).await;
+    c.start_message("late@ours.test").await;
     c.send("Subject: later\r\nMessage-ID: <later@x.test>\r\n\r\nbody\r\n.\r\nQUIT\r\n")
         .await;
     c.expect(250).await;
@@ -1313,14 +1305,7 @@ async fn a_message_goes_where_its_recipients_were_decided_at_rcpt() {
 async fn a_mailbox_deleted_after_rcpt_gets_nothing_and_the_client_a_550() {
     let t = setup().await;
     let sales = t.app.mailbox("sales@ours.test").await;
-    let mut c = Raw::connect(t.smtp.addr).await;
-    c.expect(220).await;
-    c.send("EHLO x.test\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<Sales@ours.test>\r\nDATA\r\n")
-        .await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(354).await;
+    let mut c = Raw::at_data(t.smtp.addr, "Sales@ours.test").await;
     let path = format!(
         "/api/v1/mailboxes/{}?confirm=true",
         sales["id"].as_str().unwrap()
@@ -1340,11 +1325,7 @@ async fn a_mailbox_deleted_after_rcpt_gets_nothing_and_the_client_a_550() {
     assert_eq!(received_events(&t.app.db).await.len(), 0);
 
     // With a mailbox of the envelope still there, its copy is stored.
-    c.send("MAIL FROM:<a@x.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
-        .await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(354).await;
+    c.start_message("inbox@ours.test").await;
     c.send("Subject: here\r\nMessage-ID: <here@x.test>\r\n\r\nbody\r\n.\r\nQUIT\r\n")
         .await;
     c.expect(250).await;
@@ -1472,24 +1453,13 @@ async fn message_memory_is_bounded_across_sessions() {
         ..test_config()
     })
     .await;
-    let mut c = Raw::connect(t.smtp.addr).await;
-    c.expect(220).await;
-    c.send("EHLO x.test\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
-        .await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(354).await;
+    let mut c = Raw::at_data(t.smtp.addr, "inbox@ours.test").await;
     let line = format!("{}\r\n", "y".repeat(998));
     c.send(&format!("Subject: huge\r\n\r\n{}.\r\n", line.repeat(300)))
         .await;
     // Temporary: the client may try again later.
     assert!(c.expect(452).await.contains("4.3.1"));
-    c.send("MAIL FROM:<a@x.test>\r\nRCPT TO:<inbox@ours.test>\r\nDATA\r\n")
-        .await;
-    c.expect(250).await;
-    c.expect(250).await;
-    c.expect(354).await;
+    c.start_message("inbox@ours.test").await;
     c.send("Subject: small\r\n\r\nfits\r\n.\r\nQUIT\r\n").await;
     c.expect(250).await;
     c.expect(221).await;
