@@ -1256,7 +1256,9 @@ fn sqlite_url(url: &str) -> String {
 
 /// Creates the empty PostgreSQL database `name` on the server `admin_url`
 /// names and returns the new database's URL: for tests and benchmarks, which
-/// each want a database of their own. `name` is a plain identifier.
+/// each want a database of their own. `name` is a plain identifier. Not in
+/// the shipped binary: the service never creates a database.
+#[cfg(any(test, feature = "test-support"))]
 pub async fn create_postgres_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
     use sqlx::Connection;
     anyhow::ensure!(
