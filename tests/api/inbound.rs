@@ -1026,6 +1026,15 @@ impl Raw {
         self.expect(354).await;
     }
 
+    /// The rest of a message after its 354 (`message` without the final
+    /// dot), then QUIT: the message accepted (250) and the session closed
+    /// (221).
+    pub(crate) async fn finish_and_quit(&mut self, message: &str) {
+        self.send(&format!("{message}.\r\nQUIT\r\n")).await;
+        self.expect(250).await;
+        self.expect(221).await;
+    }
+
     pub(crate) async fn closed(&mut self) -> bool {
         let mut rest = String::new();
         matches!(
@@ -1146,10 +1155,8 @@ async fn hostile_clients_are_cut_off_and_others_keep_being_served() {
         .await;
     assert!(c.expect(552).await.contains("5.3.4"));
     c.start_message("inbox@ours.test").await;
-    c.send("Subject: small\r\nMessage-ID: <small@x.test>\r\n\r\nfine\r\n.\r\nQUIT\r\n")
+    c.finish_and_quit("Subject: small\r\nMessage-ID: <small@x.test>\r\n\r\nfine\r\n")
         .await;
-    c.expect(250).await;
-    c.expect(221).await;
 
     still_serving(&t, 1).await;
     let subjects: Vec<String> = inbound_in(&t.app.db, "inbox@ours.test")
@@ -1194,10 +1201,8 @@ async fn at_the_cap_a_newcomer_evicts_the_longest_silent_session() {
     for code in [250, 250, 250, 354] {
         d.expect(code).await;
     }
-    d.send("Subject: made room\r\nMessage-ID: <room@external.test>\r\n\r\nhi\r\n.\r\nQUIT\r\n")
+    d.finish_and_quit("Subject: made room\r\nMessage-ID: <room@external.test>\r\n\r\nhi\r\n")
         .await;
-    d.expect(250).await;
-    d.expect(221).await;
     b.send("NOOP\r\n").await;
     b.expect(250).await;
     let subjects: Vec<String> = inbound_in(&t.app.db, "inbox@ours.test")
@@ -1259,10 +1264,8 @@ async fn a_storage_failure_answers_451_and_writes_nothing() {
     );
     // The client retries, as SMTP clients do after a 4xx.
     c.start_message("inbox@ours.test").await;
-    c.send("Subject: lost?\r\nMessage-ID: <lost@x.test>\r\n\r\nbody\r\n.\r\nQUIT\r\n")
+    c.finish_and_quit("Subject: lost?\r\nMessage-ID: <lost@x.test>\r\n\r\nbody\r\n")
         .await;
-    c.expect(250).await;
-    c.expect(221).await;
     assert_eq!(inbound_in(&t.app.db, "inbox@ours.test").await.len(), 1);
     assert_eq!(received_events(&t.app.db).await.len(), 1);
 }
@@ -1291,10 +1294,8 @@ async fn a_message_goes_where_its_recipients_were_decided_at_rcpt() {
 
     // The next message is decided anew: the address has its mailbox now.
     c.start_message("late@ours.test").await;
-    c.send("Subject: later\r\nMessage-ID: <later@x.test>\r\n\r\nbody\r\n.\r\nQUIT\r\n")
+    c.finish_and_quit("Subject: later\r\nMessage-ID: <later@x.test>\r\n\r\nbody\r\n")
         .await;
-    c.expect(250).await;
-    c.expect(221).await;
     assert_eq!(inbound_in(&t.app.db, "late@ours.test").await.len(), 1);
 }
 
@@ -1326,10 +1327,8 @@ async fn a_mailbox_deleted_after_rcpt_gets_nothing_and_the_client_a_550() {
 
     // With a mailbox of the envelope still there, its copy is stored.
     c.start_message("inbox@ours.test").await;
-    c.send("Subject: here\r\nMessage-ID: <here@x.test>\r\n\r\nbody\r\n.\r\nQUIT\r\n")
+    c.finish_and_quit("Subject: here\r\nMessage-ID: <here@x.test>\r\n\r\nbody\r\n")
         .await;
-    c.expect(250).await;
-    c.expect(221).await;
     assert_eq!(inbound_in(&t.app.db, "inbox@ours.test").await.len(), 1);
 }
 
@@ -1460,9 +1459,7 @@ async fn message_memory_is_bounded_across_sessions() {
     // Temporary: the client may try again later.
     assert!(c.expect(452).await.contains("4.3.1"));
     c.start_message("inbox@ours.test").await;
-    c.send("Subject: small\r\n\r\nfits\r\n.\r\nQUIT\r\n").await;
-    c.expect(250).await;
-    c.expect(221).await;
+    c.finish_and_quit("Subject: small\r\n\r\nfits\r\n").await;
     let stored = inbound_in(&t.app.db, "inbox@ours.test").await;
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].subject, "small");
