@@ -56,9 +56,10 @@ struct Ctx {
     auth_memo: SessionMemo,
     /// Its place among the open sessions, where it reports its progress.
     slot: Arc<SessionSlot>,
-    /// The RCPT-time decisions of the recipients accepted since the last
-    /// message (at most `max_recipients`), which storing the message uses
-    /// instead of deciding each again: one database read less per recipient.
+    /// The RCPT-time decisions of the current transaction's accepted
+    /// recipients, one per address (so at most `max_recipients`), which
+    /// storing the message uses instead of deciding each again: one database
+    /// read less per recipient.
     decided: Vec<(String, inbound::RecipientDecision)>,
 }
 
@@ -515,12 +516,15 @@ async fn conversation<S: AsyncRead + AsyncWrite + Unpin>(
                     Ok(decision) => {
                         let accepted = decision.accepted();
                         if accepted {
-                            // Recipients of transactions reset before DATA
-                            // stay until the list is full: then it restarts.
-                            if ctx.decided.len() >= config.max_recipients {
+                            // A transaction's first accepted recipient: any
+                            // decisions kept are of one reset before DATA.
+                            if !session.has_recipients() {
                                 ctx.decided.clear();
                             }
-                            ctx.decided.push((address.to_lowercase(), decision));
+                            // The latest decision of an address named twice.
+                            let key = address.to_lowercase();
+                            ctx.decided.retain(|(kept, _)| *kept != key);
+                            ctx.decided.push((key, decision));
                         }
                         Ok(accepted)
                     }

@@ -1299,6 +1299,35 @@ async fn a_message_goes_where_its_recipients_were_decided_at_rcpt() {
     assert_eq!(inbound_in(&t.app.db, "late@ours.test").await.len(), 1);
 }
 
+/// Decisions go with their transaction: an address decided in a
+/// transaction reset before DATA is decided again at its next RCPT, and the
+/// message goes by that one.
+#[tokio::test]
+async fn a_transaction_reset_before_data_leaves_no_decision_behind() {
+    let t = setup().await;
+    let r = t
+        .app
+        .post(
+            "/api/v1/mailboxes",
+            json!({"address": "everything@ours.test", "is_catch_all": true}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let mut c = Raw::connect(t.smtp.addr).await;
+    c.expect(220).await;
+    c.send("EHLO x.test\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<late@ours.test>\r\nRSET\r\n")
+        .await;
+    for _ in 0..4 {
+        c.expect(250).await;
+    }
+    t.app.mailbox("late@ours.test").await;
+    c.start_message("late@ours.test").await;
+    c.finish_and_quit("Subject: later\r\nMessage-ID: <later@x.test>\r\n\r\nbody\r\n")
+        .await;
+    assert_eq!(inbound_in(&t.app.db, "late@ours.test").await.len(), 1);
+    assert_eq!(inbound_in(&t.app.db, "everything@ours.test").await.len(), 0);
+}
+
 /// A recipient is decided at RCPT and that decision is what the message is
 /// stored by; a mailbox deleted in between is found gone when the message
 /// is stored: nothing is stored for it, and the client hears so.
