@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use pigeonhole::app::{self, AppState};
 use pigeonhole::auth;
 use pigeonhole::config::Config;
+use pigeonhole::machine_cpu::MachineCpu;
 use pigeonhole::store::Db;
 use serde_json::json;
 
@@ -43,20 +44,6 @@ async fn database_url() -> anyhow::Result<String> {
         "sqlite://{}",
         dir.join(format!("{name}.db")).display()
     ))
-}
-
-/// CPU time the whole machine spent busy (user, nice, system, irq,
-/// softirq), in clock ticks, from `/proc/stat`; None where there is none.
-fn machine_busy_ticks() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let fields: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq
-    Some([0, 1, 2, 5, 6].iter().filter_map(|&i| fields.get(i)).sum())
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -152,7 +139,7 @@ async fn main() -> anyhow::Result<()> {
             .await?;
     }
 
-    let busy_before = machine_busy_ticks();
+    let cpu_before = MachineCpu::now();
     let started = Instant::now();
     let per_worker = requests / concurrency;
     let mut workers = Vec::new();
@@ -198,7 +185,9 @@ async fn main() -> anyhow::Result<()> {
         errors += e;
     }
     let elapsed = started.elapsed();
-    let busy = machine_busy_ticks().zip(busy_before).map(|(a, b)| a - b);
+    let cpu = MachineCpu::now()
+        .zip(cpu_before)
+        .map(|(now, before)| now.since(before));
     all.sort();
     println!(
         "backend: {backend}{}",
@@ -220,11 +209,12 @@ async fn main() -> anyhow::Result<()> {
         percentile(&all, 0.99),
         percentile(&all, 1.0)
     );
-    if let Some(ticks) = busy {
-        // Ticks are hundredths of a second on Linux.
+    if let Some(cpu) = cpu {
         println!(
-            "cpu: {:.0} ms of the whole machine per 1,000 sends (the database's included)",
-            ticks as f64 * 10.0 * 1000.0 / all.len().max(1) as f64
+            "cpu: {:.0} ms of the whole machine per 1,000 sends (the database's included); \
+             steal {:.1} % of the machine's time",
+            cpu.busy_ms_per_1000(all.len()),
+            cpu.steal_percent()
         );
     }
 

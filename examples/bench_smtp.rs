@@ -24,6 +24,7 @@ use std::time::Instant;
 use pigeonhole::core::mailboxes::{self, Mailbox};
 use pigeonhole::dns::Dns;
 use pigeonhole::dns_test_server::TestDnsServer;
+use pigeonhole::machine_cpu::MachineCpu;
 use pigeonhole::smtp::{self, SmtpConfig};
 use pigeonhole::sql;
 use pigeonhole::store::{Db, RowExt};
@@ -188,25 +189,6 @@ async fn send_one(
     }
 }
 
-/// The whole machine's CPU time from `/proc/stat`, in clock ticks: busy
-/// (user, nice, system, irq, softirq), stolen by the hypervisor, and all;
-/// None where there is none. A run's rate moved by a third from one hour
-/// to the next on the same build; its CPU per message and the steal say
-/// whether the machine or the code changed.
-fn machine_ticks() -> Option<(u64, u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let fields: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal
-    let busy = [0, 1, 2, 5, 6].iter().filter_map(|&i| fields.get(i)).sum();
-    let steal = fields.get(7).copied().unwrap_or(0);
-    Some((busy, steal, fields.iter().take(8).sum()))
-}
-
 // The service binary's allocator (see src/main.rs): measure what it runs.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -293,7 +275,7 @@ async fn main() -> anyhow::Result<()> {
     ));
 
     let per_client = total.div_ceil(CLIENTS);
-    let ticks_before = machine_ticks();
+    let cpu_before = MachineCpu::now();
     let started = Instant::now();
     let done = Arc::new(AtomicUsize::new(0));
     let slices = every.map(|every| tokio::spawn(report_slices(done.clone(), every, total)));
@@ -307,12 +289,9 @@ async fn main() -> anyhow::Result<()> {
         accepted += t.await??;
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let ticks =
-        machine_ticks()
-            .zip(ticks_before)
-            .map(|((busy, steal, all), (busy0, steal0, all0))| {
-                (busy - busy0, steal - steal0, (all - all0).max(1))
-            });
+    let cpu = MachineCpu::now()
+        .zip(cpu_before)
+        .map(|(now, before)| now.since(before));
     if let Some(slices) = slices {
         let rates = slices.await?;
         if let (Some(first), Some(last)) = (rates.first(), rates.last()) {
@@ -350,13 +329,12 @@ async fn main() -> anyhow::Result<()> {
         db.backend(),
         accepted as f64 / elapsed,
     );
-    if let Some((busy, steal, all)) = ticks {
-        // Clock ticks are 10 ms (USER_HZ 100).
+    if let Some(cpu) = cpu {
         println!(
             "cpu: {:.0} ms of the whole machine per 1,000 messages (the database's included); \
              steal {:.1} % of the machine's time",
-            busy as f64 * 10.0 * 1000.0 / accepted.max(1) as f64,
-            steal as f64 * 100.0 / all as f64
+            cpu.busy_ms_per_1000(accepted),
+            cpu.steal_percent()
         );
     }
     anyhow::ensure!(

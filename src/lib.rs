@@ -11,6 +11,9 @@ pub mod dns;
 pub mod dns_test_server;
 pub mod error;
 pub mod ids;
+/// The machine's CPU time, for the benchmarks.
+#[cfg(any(test, feature = "test-support"))]
+pub mod machine_cpu;
 pub mod mime;
 pub mod model;
 pub mod provider;
