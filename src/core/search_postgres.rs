@@ -1219,8 +1219,10 @@ struct TierRule {
 ///
 /// Everything that changes from one collection of a search to the next is
 /// a bound value (the page's limit is the whole page's: [`Found::rest`]),
-/// so a list and page size have four texts (the first eras, with the
-/// documents' ends, eras, eras the store may come with, the whole store).
+/// so a list and page size have a few texts: the first eras (with the
+/// documents' ends), eras, eras the store may come with, each of these
+/// with their coarser eras (and the store after those where it may come
+/// at all: [`TierRule::whole`]), and the whole store.
 fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask: Ask) -> Sql {
     let (_, _, _, matches) = list.documents.parts();
     let side = list.documents.side();
