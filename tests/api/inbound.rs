@@ -141,6 +141,17 @@ async fn setup() -> Inbound {
     setup_with(test_config()).await
 }
 
+/// Makes `address` the catch-all mailbox.
+async fn catch_all(app: &TestApp, address: &str) {
+    let r = app
+        .post(
+            "/api/v1/mailboxes",
+            json!({"address": address, "is_catch_all": true}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+}
+
 pub(crate) async fn inbound_in(db: &Db, mailbox: &str) -> Vec<Message> {
     let rows = Sql::new(&format!(
         "SELECT {} FROM messages m WHERE m.direction = 'inbound' AND m.mailbox = ",
@@ -417,14 +428,7 @@ async fn recipients_are_checked_at_rcpt_and_each_mailbox_gets_one_copy() {
 #[tokio::test]
 async fn catch_all_and_auto_created_mailboxes() {
     let t = setup().await;
-    let r = t
-        .app
-        .post(
-            "/api/v1/mailboxes",
-            json!({"address": "everything@ours.test", "is_catch_all": true}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    catch_all(&t.app, "everything@ours.test").await;
     let r = send(
         t.smtp.addr,
         "ann@external.test",
@@ -1053,12 +1057,7 @@ pub(crate) async fn still_serving(t: &Inbound, n: usize) {
 #[tokio::test]
 async fn pipelined_commands_and_the_recipient_limit() {
     let t = setup().await;
-    t.app
-        .post(
-            "/api/v1/mailboxes",
-            json!({"address": "all@ours.test", "is_catch_all": true}),
-        )
-        .await;
+    catch_all(&t.app, "all@ours.test").await;
     let mut c = Raw::connect(t.smtp.addr).await;
     c.expect(220).await;
     let mut batch = String::from("EHLO pipe.test\r\nMAIL FROM:<ann@external.test>\r\n");
@@ -1276,14 +1275,7 @@ async fn a_storage_failure_answers_451_and_writes_nothing() {
 #[tokio::test]
 async fn a_message_goes_where_its_recipients_were_decided_at_rcpt() {
     let t = setup().await;
-    let r = t
-        .app
-        .post(
-            "/api/v1/mailboxes",
-            json!({"address": "everything@ours.test", "is_catch_all": true}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    catch_all(&t.app, "everything@ours.test").await;
     let mut c = Raw::at_data(t.smtp.addr, "late@ours.test").await;
     t.app.mailbox("late@ours.test").await;
     c.send("Subject: early\r\nMessage-ID: <early@x.test>\r\n\r\nbody\r\n.\r\n")
@@ -1305,14 +1297,7 @@ async fn a_message_goes_where_its_recipients_were_decided_at_rcpt() {
 #[tokio::test]
 async fn a_transaction_reset_before_data_leaves_no_decision_behind() {
     let t = setup().await;
-    let r = t
-        .app
-        .post(
-            "/api/v1/mailboxes",
-            json!({"address": "everything@ours.test", "is_catch_all": true}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    catch_all(&t.app, "everything@ours.test").await;
     let mut c = Raw::connect(t.smtp.addr).await;
     c.expect(220).await;
     c.send("EHLO x.test\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<late@ours.test>\r\nRSET\r\n")
