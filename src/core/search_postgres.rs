@@ -1727,35 +1727,48 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         }
     }
 
-    /// Every page of a search, as `page_rows` gives them.
+    /// The rows of every page of `limit` of a search, in order, as
+    /// `page_rows` gives them.
+    async fn paged(
+        db: &Db,
+        list: &SearchedList<'_>,
+        q: &str,
+        bounds: SearchBounds,
+        limit: i64,
+    ) -> Vec<AnyRow> {
+        let words: Vec<String> = q.split(' ').map(str::to_string).collect();
+        let mut page = Page { limit, after: None };
+        let mut out = Vec::new();
+        loop {
+            let rows = page_rows(db, list, &words, &page, bounds).await.unwrap();
+            let more = rows.len() as i64 > limit;
+            for r in rows.into_iter().take(limit as usize) {
+                page.after = Some((r.int("k").unwrap(), r.text("id").unwrap()));
+                out.push(r);
+            }
+            if !more {
+                return out;
+            }
+        }
+    }
+
+    /// Every page of 7 of a thread search.
     async fn searched(
         db: &Db,
         list: &SearchedList<'_>,
         q: &str,
         bounds: SearchBounds,
     ) -> Vec<String> {
-        let words: Vec<String> = q.split(' ').map(str::to_string).collect();
-        let mut page = Page {
-            limit: 7,
-            after: None,
-        };
-        let mut out = Vec::new();
-        loop {
-            let rows = page_rows(db, list, &words, &page, bounds).await.unwrap();
-            let more = rows.len() as i64 > page.limit;
-            for r in rows.iter().take(page.limit as usize) {
+        let rows = paged(db, list, q, bounds, 7).await;
+        rows.iter()
+            .map(|r| {
                 // Walked or collected, a page's row is its thread's, read
                 // with the list's columns.
                 let thread = crate::core::thread_actions::Thread::from_row(r).unwrap();
-                let at = r.int("k").unwrap();
-                assert_eq!(thread.last_message_at, at);
-                out.push(thread.id.clone());
-                page.after = Some((at, thread.id));
-            }
-            if !more {
-                return out;
-            }
-        }
+                assert_eq!(thread.last_message_at, r.int("k").unwrap());
+                thread.id
+            })
+            .collect()
     }
 
     /// The same search as one full sort.
@@ -2147,12 +2160,16 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
         )
     }
 
-    /// 6,400 threads, 40 to a 19-hour era, from the twelfth 19-hour era of
-    /// a 12.7-day era down; `steady` in one thread in ten, `quarter` in one
-    /// in four.
+    /// The newest time of [`steady_store`]: the end of the twelfth 19-hour
+    /// era of a 12.7-day era.
+    const STEADY_TOP: i64 = (1_633i64 << ERA_SHIFTS[5]) + (12i64 << ERA_SHIFTS[4]) - 1;
+    /// The time between two of its threads: 40 to a 19-hour era.
+    const STEADY_STEP: i64 = (1i64 << ERA_SHIFTS[4]) / 40;
+
+    /// 6,400 threads, one every [`STEADY_STEP`] from [`STEADY_TOP`] down;
+    /// `steady` in one thread in ten, `quarter` in one in four.
     async fn steady_store(db: &Db) {
-        let top = (1_633i64 << ERA_SHIFTS[5]) + (12i64 << ERA_SHIFTS[4]) - 1;
-        let step = (1i64 << ERA_SHIFTS[4]) / 40;
+        let (top, step) = (STEADY_TOP, STEADY_STEP);
         threads_store(
             db,
             &format!(
@@ -2174,6 +2191,20 @@ FROM generate_series(0, 6399) i;
         .await;
     }
 
+    /// The first page of 25 of `word` in a [`steady_store`], walked 8 rows
+    /// first, checked against a full sort: the calls of the matching
+    /// function and the documents read ([`search_counted`]).
+    async fn steady_search(db: &Db, word: &str) -> (i64, i64) {
+        steady_store(db).await;
+        let bounds = SearchBounds {
+            first_walk: 8,
+            ..SearchBounds::default()
+        };
+        let (calls, fetched, page) = search_counted(db, word, 25, bounds).await;
+        assert_eq!(page, sorted(db, word, None).await[..26]);
+        (calls, fetched)
+    }
+
     /// A word in one thread in four: its first 19-hour era holds too many
     /// for the coarser era to be collected with it (10, counted as 11, in
     /// 19 hours would put 121 in the eleven 19-hour eras of the 12.7-day
@@ -2184,13 +2215,7 @@ FROM generate_series(0, 6399) i;
         let Some(db) = crate::store::tests::fresh_postgres().await else {
             return;
         };
-        steady_store(&db).await;
-        let bounds = SearchBounds {
-            first_walk: 8,
-            ..SearchBounds::default()
-        };
-        let (calls, fetched, page) = search_counted(&db, "quarter", 25, bounds).await;
-        assert_eq!(page, sorted(&db, "quarter", None).await[..26]);
+        let (calls, fetched) = steady_search(&db, "quarter").await;
         // The walk looked 8 documents up (2 matches); the first 19-hour
         // era held 10 (8 more rows); 8 rows in 19 hours (counted as 9)
         // put the 16 missing in under two eras, so two were read, 20
@@ -2211,13 +2236,7 @@ FROM generate_series(0, 6399) i;
         let Some(db) = crate::store::tests::fresh_postgres().await else {
             return;
         };
-        steady_store(&db).await;
-        let bounds = SearchBounds {
-            first_walk: 8,
-            ..SearchBounds::default()
-        };
-        let (calls, fetched, page) = search_counted(&db, "steady", 25, bounds).await;
-        assert_eq!(page, sorted(&db, "steady", None).await[..26]);
+        let (calls, fetched) = steady_search(&db, "steady").await;
         // The walk's 8 documents, the 19-hour era's 4, the 12.7-day era's
         // 48 (those 4 among them).
         assert_eq!((calls, fetched), (2, 8 + 4 + 48));
@@ -3019,8 +3038,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
             limit: 25,
             after: None,
         };
-        let top = (1_633i64 << ERA_SHIFTS[5]) + (12i64 << ERA_SHIFTS[4]) - 1;
-        let step = (1i64 << ERA_SHIFTS[4]) / 40;
+        let (top, step) = (STEADY_TOP, STEADY_STEP);
         // The 19-hour era of the newest 40 threads (4 of `steady`), and the
         // 12.7-day era of the newest 480 (48).
         let era = Eras::reached(ERA_SHIFTS[4], top);
@@ -3110,7 +3128,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
     /// of the 12.7-day era below it, four (counted as 5) put 55.
     #[test]
     fn a_message_lists_coarser_eras_come_for_a_quarter_of_the_room() {
-        let top = (1_633i64 << ERA_SHIFTS[5]) + (12i64 << ERA_SHIFTS[4]) - 1;
+        let top = STEADY_TOP;
         let era = Eras::reached(ERA_SHIFTS[4], top);
         // The statement's check ([`collect_statement`]).
         let brings = |documents: Documents, held: i64| {
@@ -3138,8 +3156,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         let Some(db) = crate::store::tests::fresh_postgres().await else {
             return;
         };
-        let top = (1_633i64 << ERA_SHIFTS[5]) + (12i64 << ERA_SHIFTS[4]) - 1;
-        let step = (1i64 << ERA_SHIFTS[4]) / 40;
+        let (top, step) = (STEADY_TOP, STEADY_STEP);
         sqlx::raw_sql(&format!(
             r#"
 INSERT INTO messages (id, thread_id, mailbox_id, mailbox, domain, direction, is_draft, folder,
@@ -3184,24 +3201,11 @@ FROM generate_series(0, 6399) i;
                     collect_max: 30,
                 },
             ] {
-                let words = vec![word.to_string()];
-                let mut page = Page {
-                    limit: 25,
-                    after: None,
-                };
-                let mut got = Vec::new();
-                loop {
-                    let rows = page_rows(&db, &list, &words, &page, bounds).await.unwrap();
-                    let more = rows.len() as i64 > page.limit;
-                    for r in rows.iter().take(page.limit as usize) {
-                        let id = r.text("id").unwrap();
-                        page.after = Some((r.int("k").unwrap(), id.clone()));
-                        got.push(id);
-                    }
-                    if !more {
-                        break;
-                    }
-                }
+                let got: Vec<String> = paged(&db, &list, word, bounds, 25)
+                    .await
+                    .iter()
+                    .map(|r| r.text("id").unwrap())
+                    .collect();
                 assert_eq!(got, expected, "{word}, {bounds:?}");
             }
         }
@@ -3213,7 +3217,7 @@ FROM generate_series(0, 6399) i;
     /// `room` in the time seen with the eras'.
     #[test]
     fn a_collections_coarser_eras_are_the_open_level_above() {
-        let at = (1_633i64 << ERA_SHIFTS[5]) + (12i64 << ERA_SHIFTS[4]) - 1;
+        let at = STEADY_TOP;
         let era = Eras::reached(ERA_SHIFTS[4], at);
         let mut seen = Seen::default();
         seen.add(3, 1000);
