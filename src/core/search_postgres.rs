@@ -108,6 +108,16 @@ pub const ERA_SHIFTS: [u32; 7] = [20, 24, 28, 32, 36, 40, 44];
 /// are sparse: 244 messages in that one).
 const FINER_MOST: i64 = 12;
 
+/// The most postings the words may be estimated to have (both sides of
+/// the mail: the rate seen over the store's time, twice) for a message
+/// list's coarser eras to come for a level's whole room
+/// ([`Documents::coarser_room`]). Their lookup then reads the words' own
+/// list, at about 0.1 ms a thousand postings (2,324 in 0.23 ms, 10,000
+/// in 1.17 at 1,000,000 messages): below this, less than the round trip
+/// and the finer eras' lookup of the statement it saves. A medium word
+/// met 3 times in its first 14 hours was rated at about 5,000.
+const FEW_POSTINGS: i64 = 4_000;
+
 /// The eras one collection reads at one level: the era of the time the
 /// search has reached, and the one before it too when less than half of
 /// it is left below that time. A collection then never reads a sliver (a
@@ -265,20 +275,31 @@ impl Documents {
 
     /// The matches the coarser eras that hold a collection's own may be
     /// estimated to hold for the collection to bring them ([`TierRule`]):
-    /// `room`, a level's choice, for threads; a quarter of it for
-    /// messages. A lookup of a word and a coarse era of one side reads the
-    /// shorter of their posting lists, and a 12.7-day era of received mail
-    /// at 1,000,000 messages holds about 35,000, so a medium word (about
-    /// 10,000 postings) met 3 times in the newest era (sparse, as a store's
-    /// newest eras are), rated at 73 in the coarser eras, read all of its
-    /// own: with `room` for messages its `/messages` search went from
-    /// 1.75–1.79 ms at p50 to 2.06–2.09, where the finer eras read next
-    /// hold a few thousand postings. A rare word, met in none of the
-    /// newest era, is rated at 18.
-    fn coarser_room(self, room: i64) -> i64 {
+    /// `room`, a level's choice, for threads; for messages a quarter of
+    /// it, or `room` where the words' postings are estimated to be few
+    /// ([`FEW_POSTINGS`]). A lookup of a word and a coarse era of one side
+    /// reads the shorter of their posting lists, and a 12.7-day era of
+    /// received mail at 1,000,000 messages holds about 35,000, so a medium
+    /// word (about 10,000 postings) met 3 times in the newest era (sparse,
+    /// as a store's newest eras are), rated at 73 in the coarser eras,
+    /// read all of its own: with `room` for messages its `/messages`
+    /// search went from 1.75–1.79 ms at p50 to 2.06–2.09, where the finer
+    /// eras read next hold a few thousand postings. A rare word, met in
+    /// none of the newest era, is rated at 18. An uncommon word's own
+    /// list is short (about 2,300 postings at 1,000,000 messages, its
+    /// 12.7-day era read in 0.23 ms), and at a quarter of the room its
+    /// `/messages` search was the walk and two collections where at
+    /// 10,000 messages it is one (2.09 ms at p50 against 0.99).
+    fn coarser_room(self, room: i64) -> CoarserRoom {
         match self {
-            Documents::Threads => room,
-            Documents::Sent | Documents::Received => room / 4,
+            Documents::Threads => CoarserRoom { room, few: None },
+            Documents::Sent | Documents::Received => CoarserRoom {
+                room: room / 4,
+                few: Some(FewPostings {
+                    room,
+                    postings: FEW_POSTINGS,
+                }),
+            },
         }
     }
 
@@ -570,7 +591,11 @@ async fn search(
             tier: era
                 .and_then(|eras| {
                     let room = list.documents.coarser_room(room);
-                    seen.tier_rule(eras, at, top, open, missing, room)
+                    let few = room
+                        .few
+                        .map(|few| seen.few_rule(eras, top, few, store_span));
+                    seen.tier_rule(eras, at, top, open, missing, room.room)
+                        .map(|rule| TierRule { few, ..rule })
                 })
                 .map(|rule| TierRule {
                     whole: caps
@@ -804,15 +829,31 @@ impl Seen {
         if tier.start() >= eras.start() {
             return None;
         }
-        let bounded = |v: i128| v.clamp(1, i64::MAX as i128) as i64;
         Some(TierRule {
             eras: tier,
             missing: missing as i64,
             counted: bounded(self.counted()),
             time: bounded(eras.start() as i128 - tier.start() as i128),
-            room_span: bounded(room as i128 * (self.span + eras.span_below(top).max(1))),
+            room_span: bounded(room as i128 * self.span_with(eras, top)),
             whole: None,
+            few: None,
         })
+    }
+
+    /// The [`FewRule`] of `few` for the coarser eras of `eras`, where the
+    /// documents span `store` (none: read with the eras).
+    fn few_rule(&self, eras: Eras, top: i64, few: FewPostings, store: Option<i128>) -> FewRule {
+        let span = self.span_with(eras, top);
+        FewRule {
+            room_span: bounded(few.room as i128 * span),
+            postings_span: bounded(few.postings as i128 * span),
+            store: store.map(bounded),
+        }
+    }
+
+    /// The time seen, with that of `eras` below `top`.
+    fn span_with(&self, eras: Eras, top: i64) -> i128 {
+        self.span + eras.span_below(top).max(1)
     }
 
     /// [`Seen::level`]'s rule for the whole store to follow eras spanning
@@ -820,13 +861,17 @@ impl Seen {
     /// is the time the documents span, or none where that statement reads
     /// their ends itself.
     fn whole_rule(&self, whole_room: i64, span: i128, store: Option<i128>) -> WholeRule {
-        let bounded = |v: i128| v.clamp(1, i64::MAX as i128) as i64;
         WholeRule {
             counted: bounded(self.counted()),
             room_span: bounded(whole_room as i128 * (self.span + span.max(1))),
             store: store.map(bounded),
         }
     }
+}
+
+/// A rule's figure as a statement binds it: at least 1, at most `i64::MAX`.
+fn bounded(v: i128) -> i64 {
+    v.clamp(1, i64::MAX as i128) as i64
 }
 
 /// When eras' matches at or below where the search started (`below`) make
@@ -1197,6 +1242,40 @@ struct TierRule {
     /// era, the coarser eras, then everything), where the collection's own
     /// eras may choose it ([`Ask::whole`]).
     whole: Option<WholeRule>,
+    /// A larger room where the words' postings are few (message lists:
+    /// [`Documents::coarser_room`]).
+    few: Option<FewRule>,
+}
+
+/// The room of a list's coarser eras ([`Documents::coarser_room`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CoarserRoom {
+    /// The matches they may be estimated to hold.
+    room: i64,
+    /// More, where the words' postings are estimated to be few.
+    few: Option<FewPostings>,
+}
+
+/// A room for words of few postings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FewPostings {
+    /// The matches the coarser eras may be estimated to hold.
+    room: i64,
+    /// The most postings the words may be estimated to have.
+    postings: i64,
+}
+
+/// [`FewPostings`] for a statement to check on the matches its eras hold:
+/// `(below + counted) * time <= room_span` and `(below + counted) * 2 *
+/// store <= postings_span`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FewRule {
+    /// The room times the time seen (these eras' with it).
+    room_span: i64,
+    /// The most postings times the time seen.
+    postings_span: i64,
+    /// The time the documents span; none: read with the eras.
+    store: Option<i64>,
 }
 
 /// The documents holding the words (in the eras asked, or all of them), up
@@ -1275,8 +1354,8 @@ fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask
     let whole = ask.era.and(ask.whole);
     let tier = ask.era.and(ask.tier);
     // The whole store's rule on the ends read above where not known.
-    let push_store = |sql: &mut Sql, rule: WholeRule| {
-        match rule.store {
+    let push_store = |sql: &mut Sql, store: Option<i64>| {
+        match store {
             Some(store) => sql.bind(store),
             None => sql
                 .push("GREATEST(GREATEST(e.newest, ")
@@ -1290,7 +1369,7 @@ fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask
             .push(" AND CAST(e.below_top + ")
             .bind(rule.counted)
             .push(" AS NUMERIC) * ");
-        push_store(&mut sql, rule);
+        push_store(&mut sql, rule.store);
         sql.push(" <= ").bind(rule.room_span).push(" AS go FROM e)");
     }
     // The whole store after the coarser eras, by their matches.
@@ -1299,12 +1378,26 @@ fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask
         // Only where the whole store is not asked for: it holds them.
         sql.push(", h AS MATERIALIZED (SELECT e.below_top < ")
             .bind(rule.missing)
-            .push(" AND CAST(e.below_top + ")
+            .push(" AND (CAST(e.below_top + ")
             .bind(rule.counted)
             .push(" AS NUMERIC) * ")
             .bind(rule.time)
             .push(" <= ")
             .bind(rule.room_span);
+        if let Some(few) = rule.few {
+            sql.push(" OR CAST(e.below_top + ")
+                .bind(rule.counted)
+                .push(" AS NUMERIC) * ")
+                .bind(rule.time)
+                .push(" <= ")
+                .bind(few.room_span)
+                .push(" AND CAST(e.below_top + ")
+                .bind(rule.counted)
+                .push(" AS NUMERIC) * 2 * ");
+            push_store(&mut sql, few.store);
+            sql.push(" <= ").bind(few.postings_span);
+        }
+        sql.push(")");
         if whole.is_some() {
             sql.push(" AND NOT (SELECT go FROM g)");
         }
@@ -1319,7 +1412,7 @@ fn collect_statement(list: &SearchedList<'_>, words: &[String], page: &Page, ask
             sql.push(", g3 AS MATERIALIZED (SELECT v.tier AND CAST(v.below_top + ")
                 .bind(after.counted)
                 .push(" AS NUMERIC) * ");
-            push_store(&mut sql, after);
+            push_store(&mut sql, after.store);
             sql.push(" <= ")
                 .bind(after.room_span)
                 .push(" AS go FROM e, v)");
@@ -1725,6 +1818,25 @@ FROM generate_series(1, 300) i JOIN threads t ON t.id = 'th' || lpad(i::text, 5,
             whole: None,
             tier: None,
         }
+    }
+
+    /// What one collection of `ask` finds of `word` for a first page of
+    /// 25, in a read transaction of its own.
+    async fn first_page_collected(
+        db: &Db,
+        list: &SearchedList<'_>,
+        word: &str,
+        ask: Ask,
+    ) -> Collected {
+        let page = Page {
+            limit: 25,
+            after: None,
+        };
+        let words = vec![word.to_string()];
+        let mut tx = db.search_read(false).await.unwrap();
+        let got = collect(&mut tx, list, &words, &page, ask).await.unwrap();
+        tx.rollback().await.unwrap();
+        got
     }
 
     /// The rows of every page of `limit` of a search, in order, as
@@ -2951,10 +3063,6 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         spread_store(&db).await;
         let everything = |_: &mut Sql| {};
         let list = thread_list(&everything, false);
-        let page = Page {
-            limit: 25,
-            after: None,
-        };
         // The era of the newest third of the store's threads (the ones 50 ms
         // apart), at the finest level: a few of each word, none "rare".
         let newest = 1_790_000_000_000_000 + 49 * 1000;
@@ -2965,12 +3073,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
                 whole,
                 ..ask(era, newest, max)
             };
-            let words = vec![word.to_string()];
-            let mut tx = db.search_read(false).await.unwrap();
-            let got = collect(&mut tx, &list, &words, &page, with_store)
-                .await
-                .unwrap();
-            tx.rollback().await.unwrap();
+            let got = first_page_collected(&db, &list, word, with_store).await;
             let ids: Vec<String> = got
                 .page_rows
                 .iter()
@@ -3034,10 +3137,6 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         steady_store(&db).await;
         let everything = |_: &mut Sql| {};
         let list = thread_list(&everything, false);
-        let page = Page {
-            limit: 25,
-            after: None,
-        };
         let (top, step) = (STEADY_TOP, STEADY_STEP);
         // The 19-hour era of the newest 40 threads (4 of `steady`), and the
         // 12.7-day era of the newest 480 (48).
@@ -3052,6 +3151,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
             time,
             room_span,
             whole,
+            few: None,
         };
         let run = async |tier: TierRule, whole: Option<WholeRule>, max: i64| {
             let asked = Ask {
@@ -3059,10 +3159,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
                 whole,
                 ..ask(Some(era), top, max)
             };
-            let words = vec!["steady".to_string()];
-            let mut tx = db.search_read(false).await.unwrap();
-            let got = collect(&mut tx, &list, &words, &page, asked).await.unwrap();
-            tx.rollback().await.unwrap();
+            let got = first_page_collected(&db, &list, "steady", asked).await;
             let ids: Vec<String> = got
                 .page_rows
                 .iter()
@@ -3121,41 +3218,50 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         assert_eq!(ids, steady[..26]);
     }
 
-    /// The coarser eras come with a message list's first era only for a
-    /// word rated at a quarter of a level's room (25 in them), with a
-    /// thread list's for one rated at the room (100): one match in the
-    /// newest 19-hour era (counted as 2) puts 22 in the eleven 19-hour eras
-    /// of the 12.7-day era below it, four (counted as 5) put 55.
+    /// The coarser eras come with a message list's first era for a word
+    /// rated at a quarter of a level's room (25 in them), or at the room
+    /// where its postings are few; with a thread list's for one rated at
+    /// the room (100): one match in the newest 19-hour era (counted as 2)
+    /// puts 22 in the eleven 19-hour eras of the 12.7-day era below it,
+    /// four (counted as 5) put 55, nine (10) 110.
     #[test]
-    fn a_message_lists_coarser_eras_come_for_a_quarter_of_the_room() {
+    fn a_message_lists_coarser_eras_come_for_a_quarter_of_the_room_or_few_postings() {
         let top = STEADY_TOP;
         let era = Eras::reached(ERA_SHIFTS[4], top);
-        // The statement's check ([`collect_statement`]).
-        let brings = |documents: Documents, held: i64| {
+        let hour: i128 = 3_600_000_000;
+        // The statement's check ([`collect_statement`]), a store of
+        // `store` spanning a year or ten times less.
+        let brings = |documents: Documents, held: i64, store: i128| {
             let room = documents.coarser_room(100);
-            let rule = Seen::default()
-                .tier_rule(era, top, top, ERA_SHIFTS.len(), 26, room)
+            let seen = Seen::default();
+            let rule = seen
+                .tier_rule(era, top, top, ERA_SHIFTS.len(), 26, room.room)
                 .unwrap();
-            (held + rule.counted) as i128 * rule.time as i128 <= rule.room_span as i128
+            let count = (held + rule.counted) as i128;
+            count * rule.time as i128 <= rule.room_span as i128
+                || room.few.is_some_and(|few| {
+                    let few = seen.few_rule(era, top, few, Some(store));
+                    count * rule.time as i128 <= few.room_span as i128
+                        && count * 2 * few.store.unwrap() as i128 <= few.postings_span as i128
+                })
         };
+        let (year, month) = (8_760 * hour, 876 * hour);
         for documents in [Documents::Sent, Documents::Received] {
-            assert!(brings(documents, 1));
-            assert!(!brings(documents, 4));
+            // Rated at 22 (quarter of the room) whatever its postings.
+            assert!(brings(documents, 1, year));
+            // Rated at 55: with a year's store, about 7,800 postings
+            // (5 in 12 hours, twice over 8,760); with a tenth, 780.
+            assert!(!brings(documents, 4, year));
+            assert!(brings(documents, 4, month));
+            assert!(!brings(documents, 9, month));
         }
-        assert!(brings(Documents::Threads, 4));
-        assert!(!brings(Documents::Threads, 9));
+        assert!(brings(Documents::Threads, 4, year));
+        assert!(!brings(Documents::Threads, 9, month));
     }
 
     /// Received mail spread as [`steady_store`]'s threads (6,400 messages,
-    /// 40 to a 19-hour era): `scarce` in one in 40, `steady` in one in
-    /// ten. Whatever the bounds, and whether the coarser eras come with
-    /// the first or not, a search of the received list pages as a full
-    /// sort does.
-    #[tokio::test]
-    async fn a_message_search_by_era_pages_as_a_full_sort_does() {
-        let Some(db) = crate::store::tests::fresh_postgres().await else {
-            return;
-        };
+    /// 40 to a 19-hour era): `scarce` in one in 40, `steady` in one in ten.
+    async fn received_store(db: &Db) {
         let (top, step) = (STEADY_TOP, STEADY_STEP);
         sqlx::raw_sql(&format!(
             r#"
@@ -3178,6 +3284,17 @@ FROM generate_series(0, 6399) i;
             .execute(db.writer())
             .await
             .unwrap();
+    }
+
+    /// On [`received_store`], whatever the bounds, and whether the coarser
+    /// eras come with the first or not, a search of the received list
+    /// pages as a full sort does.
+    #[tokio::test]
+    async fn a_message_search_by_era_pages_as_a_full_sort_does() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        received_store(&db).await;
         let list = message_list(Documents::Received);
         for word in ["scarce", "steady"] {
             let expected: Vec<String> =
@@ -3207,6 +3324,61 @@ FROM generate_series(0, 6399) i;
                     .map(|r| r.text("id").unwrap())
                     .collect();
                 assert_eq!(got, expected, "{word}, {bounds:?}");
+            }
+        }
+    }
+
+    /// A message list's coarser eras come for a word rated past the
+    /// quarter room when its postings, the rate over the store's time
+    /// (known, or read with the eras), are few: on [`received_store`],
+    /// `steady` is 4 in the newest 19-hour era, counted as 5, and 48 in
+    /// the 12.7-day era that holds it. One short of either bound, and
+    /// the era's own page.
+    #[tokio::test]
+    async fn a_message_lists_coarser_eras_come_for_few_postings() {
+        let Some(db) = crate::store::tests::fresh_postgres().await else {
+            return;
+        };
+        received_store(&db).await;
+        let list = message_list(Documents::Received);
+        let (top, step) = (STEADY_TOP, STEADY_STEP);
+        let era = Eras::reached(ERA_SHIFTS[4], top);
+        let coarser = Eras::reached(ERA_SHIFTS[5], top);
+        let time = era.start() - coarser.start();
+        // The oldest message to the newest, and the bounds 5 meet.
+        let store = 6_399 * step;
+        let (admits, postings) = (5 * time, 5 * 2 * store);
+        let run = async |few: FewRule| {
+            let tier = TierRule {
+                eras: coarser,
+                missing: 26,
+                counted: 1,
+                time,
+                room_span: admits - 1,
+                whole: None,
+                few: Some(few),
+            };
+            let asked = Ask {
+                tier: Some(tier),
+                with_ends: few.store.is_none(),
+                ..ask(Some(era), top, 400)
+            };
+            let got = first_page_collected(&db, &list, "steady", asked).await;
+            (got.matches, got.tier, got.page_rows.len())
+        };
+        for known in [Some(store), None] {
+            let few = |room_span: i64, postings_span: i64| FewRule {
+                room_span,
+                postings_span,
+                store: known,
+            };
+            let both = TierMatches {
+                matches: 48,
+                below_top: 48,
+            };
+            assert_eq!(run(few(admits, postings)).await, (4, Some(both), 26));
+            for closed in [few(admits - 1, postings), few(admits, postings - 1)] {
+                assert_eq!(run(closed).await, (4, None, 4), "{known:?}");
             }
         }
     }
