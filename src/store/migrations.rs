@@ -423,6 +423,13 @@ CREATE INDEX events_undispatched ON events (seq) WHERE dispatched_at IS NULL;
         // `search_postgres::matching_functions`: see `ddl`.
         postgres: "SELECT 1;",
     },
+    Migration {
+        version: 21,
+        name: "a message's matches name their side",
+        sqlite: "SELECT 1;",
+        // `search_postgres::sided_message_matches`: see `ddl`.
+        postgres: "SELECT 1;",
+    },
 ];
 
 /// Received mail newest first (`GET /messages`). The index had every
@@ -584,6 +591,7 @@ fn ddl(m: &Migration, backend: Backend) -> String {
         ),
         (19, Backend::Postgres) => search_postgres::message_sides_index(),
         (20, Backend::Postgres) => search_postgres::matching_functions(),
+        (21, Backend::Postgres) => search_postgres::sided_message_matches(),
         // An INTEGER PRIMARY KEY is SQLite's rowid: each new row's is above
         // every row's there is, which is all the order `seq` must keep.
         (_, Backend::Sqlite) => m.sqlite.replace("{SEQ}", "INTEGER PRIMARY KEY"),
