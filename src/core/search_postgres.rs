@@ -2970,14 +2970,7 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
                 // Only the side's matches are joined to their rows: 100
                 // probes by key, where the whole store holds 300.
                 let statement = collect_statement(&list, &words, &page, ask(era, top, 1000));
-                let plan: Vec<String> = statement
-                    .prefixed("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ")
-                    .fetch_all(&mut *tx)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.text("QUERY PLAN").unwrap())
-                    .collect();
+                let plan = plan_as_run(&mut tx, &statement).await;
                 let probe = plan
                     .iter()
                     .find(|l| l.contains(" on messages x"))
@@ -2991,20 +2984,24 @@ FROM (SELECT i, {direction} AS direction, {is_draft} AS is_draft
         tx.rollback().await.unwrap();
     }
 
-    /// A walk of `list`'s first 50 rows for 8 hits of `word`: its plan as
-    /// run (`EXPLAIN ANALYZE`, a line each) and the numbers of the rows it
-    /// returned.
-    async fn walked(db: &Db, list: &SearchedList<'_>, word: &str) -> (Vec<String>, Vec<i64>) {
-        let walk = walk(list, &[word.to_string()], None, 50, 8);
-        let mut tx = db.search_read(false).await.unwrap();
-        let plan = walk
+    /// The plan of `statement` as run (`EXPLAIN ANALYZE`), a line each.
+    async fn plan_as_run(conn: &mut AnyConnection, statement: &Sql) -> Vec<String> {
+        statement
             .prefixed("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ")
-            .fetch_all(&mut *tx)
+            .fetch_all(conn)
             .await
             .unwrap()
             .iter()
             .map(|r| r.text("QUERY PLAN").unwrap())
-            .collect();
+            .collect()
+    }
+
+    /// A walk of `list`'s first 50 rows for 8 hits of `word`: its plan as
+    /// run and the numbers of the rows it returned.
+    async fn walked(db: &Db, list: &SearchedList<'_>, word: &str) -> (Vec<String>, Vec<i64>) {
+        let walk = walk(list, &[word.to_string()], None, 50, 8);
+        let mut tx = db.search_read(false).await.unwrap();
+        let plan = plan_as_run(&mut tx, &walk).await;
         let rows = walk.fetch_all(&mut *tx).await.unwrap();
         tx.rollback().await.unwrap();
         (plan, rows.iter().map(|r| r.int("n").unwrap()).collect())
